@@ -1,0 +1,5 @@
+"""CLI command groups, one module each. Each module defines `register(app: typer.Typer)` and
+imports heavy libraries (torch, transformers, mlflow) only inside its command functions."""
+
+#: Modules under ablate.commands that cli.py registers, in help order.
+COMMAND_MODULES = ("core", "zoo", "passk")

@@ -1,0 +1,285 @@
+"""The GRPO-family objective as small pure functions on tensors.
+
+Shapes: B completions, T completion-token positions, n groups of G completions (B = n·G).
+`mask` is 1 on a completion's real tokens and 0 on padding. The loss is composed in stages:
+ratio → clipped surrogate → KL / entropy per token → aggregation. Each factor value is one
+function in a registry; every function of a registry has the same signature.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+import torch
+from torch import Tensor
+
+from ablate.errors import ConfigError
+from ablate.registry import Registry
+
+if TYPE_CHECKING:
+    from ablate.algorithms import Algorithm
+
+#: The log-ratio is clamped before exp (as verl does): beyond e^±20 the clip has long bound,
+#: and an overflowing exp would turn the unselected branch's gradient into NaN.
+LOG_RATIO_LIMIT = 20.0
+
+BaselineFn = Callable[[Tensor], Tensor]  # rewards [n, G] -> baseline [n, G]
+ScaleFn = Callable[[Tensor, Tensor, "Algorithm"], Tensor]  # centred, rewards [n, G] -> [n, G]
+RatioFn = Callable[[Tensor, Tensor, Tensor], Tensor]  # logp, old_logp, mask [B, T] -> log r [B, T]
+AggFn = Callable[[Tensor, Tensor, "int | None"], Tensor]  # loss, mask [B, T], L -> scalar
+KLFn = Callable[[Tensor, Tensor], Tensor]  # logp, ref_logp [B, T] -> kl [B, T]
+
+BASELINES: Registry[BaselineFn] = Registry("baseline")
+SCALES: Registry[ScaleFn] = Registry("advantage scale")
+RATIOS: Registry[RatioFn] = Registry("ratio level")
+AGGREGATIONS: Registry[AggFn] = Registry("loss aggregation")
+KL_ESTIMATORS: Registry[KLFn] = Registry("KL estimator")
+
+
+# --- masked reductions ------------------------------------------------------------------------
+def masked_sum(x: Tensor, mask: Tensor, dim: int | None = None) -> Tensor:
+    return (x * mask).sum() if dim is None else (x * mask).sum(dim)
+
+
+def masked_mean(x: Tensor, mask: Tensor, dim: int | None = None) -> Tensor:
+    """Mean over the masked entries; 0 where there are none (never NaN)."""
+    count = mask.sum() if dim is None else mask.sum(dim)
+    return masked_sum(x, mask, dim) / count.clamp(min=1)
+
+
+def _divide_or_zero(x: Tensor, d: Tensor) -> Tensor:
+    ok = d > 0
+    return torch.where(ok, x / torch.where(ok, d, torch.ones_like(d)), torch.zeros_like(x))
+
+
+# --- advantages -------------------------------------------------------------------------------
+@BASELINES.register("group_mean")
+def group_mean_baseline(rewards: Tensor) -> Tensor:
+    return rewards.mean(dim=1, keepdim=True).expand_as(rewards)
+
+
+@BASELINES.register("leave_one_out")
+def leave_one_out_baseline(rewards: Tensor) -> Tensor:
+    g = rewards.shape[1]
+    if g < 2:
+        raise ConfigError("baseline='leave_one_out' needs a group size of at least 2")
+    return (rewards.sum(dim=1, keepdim=True) - rewards) / (g - 1)
+
+
+@SCALES.register("group_std")
+def group_std_scale(centred: Tensor, rewards: Tensor, algo: Algorithm) -> Tensor:
+    correction = 1 if algo.std_unbiased and rewards.shape[1] > 1 else 0
+    std = rewards.std(dim=1, keepdim=True, correction=correction)
+    return _divide_or_zero(centred, std + algo.std_eps)
+
+
+@SCALES.register("batch_std")
+def batch_std_scale(centred: Tensor, rewards: Tensor, algo: Algorithm) -> Tensor:
+    # Lite-PPO / TRL scale_rewards="batch": group mean, but the std of all rewards in the batch.
+    correction = 1 if algo.std_unbiased and rewards.numel() > 1 else 0
+    std = rewards.reshape(-1).std(correction=correction)
+    return _divide_or_zero(centred, std + algo.std_eps)
+
+
+@SCALES.register("none")
+def no_scale(centred: Tensor, rewards: Tensor, algo: Algorithm) -> Tensor:
+    return centred
+
+
+def group_advantages(rewards: Tensor, group_size: int, algo: Algorithm) -> Tensor:
+    """Group-relative advantages [B] from rewards [B] in contiguous groups of `group_size`.
+
+    A group whose rewards are all equal gets exactly 0 (no rounding noise divided by a tiny std).
+    """
+    if rewards.ndim != 1:
+        raise ValueError(f"rewards must be 1-D [B], got shape {tuple(rewards.shape)}")
+    if group_size < 1 or rewards.numel() % group_size:
+        raise ValueError(f"{rewards.numel()} rewards do not split into groups of {group_size}")
+    r = rewards if rewards.is_floating_point() else rewards.float()
+    grouped = r.reshape(-1, group_size)  # [n, G]
+    centred = grouped - BASELINES.get(algo.baseline)(grouped)
+    flat = (grouped == grouped[:, :1]).all(dim=1, keepdim=True)  # [n, 1]
+    centred = torch.where(flat, torch.zeros_like(centred), centred)
+    return SCALES.get(algo.scale)(centred, grouped, algo).reshape(-1)
+
+
+# --- importance ratios ------------------------------------------------------------------------
+def sequence_log_ratio(logp: Tensor, old_logp: Tensor, mask: Tensor) -> Tensor:
+    """GSPO's length-normalised log-ratio per sequence [B]: mean over tokens of log(pi/pi_old)."""
+    return masked_mean(logp - old_logp, mask, dim=-1)
+
+
+@RATIOS.register("token")
+def token_ratio(logp: Tensor, old_logp: Tensor, mask: Tensor) -> Tensor:
+    return logp - old_logp
+
+
+@RATIOS.register("sequence")
+def sequence_ratio(logp: Tensor, old_logp: Tensor, mask: Tensor) -> Tensor:
+    return sequence_log_ratio(logp, old_logp, mask).unsqueeze(-1).expand_as(logp)
+
+
+@RATIOS.register("sequence_token")
+def sequence_token_ratio(logp: Tensor, old_logp: Tensor, mask: Tensor) -> Tensor:
+    # GSPO-token: value sg[s_i]; gradient through each token's own log-prob.
+    seq = sequence_log_ratio(logp, old_logp, mask).detach().unsqueeze(-1)
+    return seq + logp - logp.detach()
+
+
+# --- surrogate --------------------------------------------------------------------------------
+def clipped_surrogate(log_ratio: Tensor, adv: Tensor, algo: Algorithm) -> Tensor:
+    """Per-token PPO loss [B, T] with decoupled clip bounds and optional dual clip; adv [B, 1]."""
+    ratio = torch.exp(log_ratio.clamp(-LOG_RATIO_LIMIT, LOG_RATIO_LIMIT))
+    unclipped = -adv * ratio
+    clipped = -adv * ratio.clamp(1.0 - algo.clip_low, 1.0 + algo.clip_high)
+    loss = torch.maximum(unclipped, clipped)
+    if algo.dual_clip is not None:
+        loss = torch.where(adv < 0, torch.minimum(loss, -adv * algo.dual_clip), loss)
+    return loss
+
+
+# --- KL estimators (samples from pi_theta; log r = log pi_ref - log pi_theta) ------------------
+@KL_ESTIMATORS.register("k1")
+def kl_k1(logp: Tensor, ref_logp: Tensor) -> Tensor:
+    return logp - ref_logp
+
+
+@KL_ESTIMATORS.register("k2")
+def kl_k2(logp: Tensor, ref_logp: Tensor) -> Tensor:
+    return 0.5 * (ref_logp - logp) ** 2
+
+
+@KL_ESTIMATORS.register("k3")
+def kl_k3(logp: Tensor, ref_logp: Tensor) -> Tensor:
+    log_r = (ref_logp - logp).clamp(-LOG_RATIO_LIMIT, LOG_RATIO_LIMIT)
+    return torch.exp(log_r) - 1.0 - log_r
+
+
+# --- aggregation ------------------------------------------------------------------------------
+# A fully masked row is no sample of the loss: every sequence-mean mode divides by the number of
+# rows with at least one token, as token_mean divides by the number of tokens.
+def _rows(mask: Tensor) -> Tensor:
+    return (mask.sum(-1) > 0).sum().clamp(min=1)
+
+
+@AGGREGATIONS.register("token_mean")
+def token_mean(loss: Tensor, mask: Tensor, norm_constant: int | None) -> Tensor:
+    return masked_sum(loss, mask) / mask.sum().clamp(min=1)
+
+
+@AGGREGATIONS.register("seq_mean_token_mean")
+def seq_mean_token_mean(loss: Tensor, mask: Tensor, norm_constant: int | None) -> Tensor:
+    return masked_mean(loss, mask, dim=-1).sum() / _rows(mask)
+
+
+@AGGREGATIONS.register("seq_mean_token_sum")
+def seq_mean_token_sum(loss: Tensor, mask: Tensor, norm_constant: int | None) -> Tensor:
+    return masked_sum(loss, mask, dim=-1).sum() / _rows(mask)
+
+
+@AGGREGATIONS.register("seq_mean_token_sum_norm")
+def seq_mean_token_sum_norm(loss: Tensor, mask: Tensor, norm_constant: int | None) -> Tensor:
+    if norm_constant is None:
+        raise ConfigError(
+            "loss_agg='seq_mean_token_sum_norm' needs loss_norm_constant; "
+            "call algo.resolve(max_new_tokens=...) first"
+        )
+    return seq_mean_token_sum(loss, mask, None) / norm_constant
+
+
+# --- the composed loss ------------------------------------------------------------------------
+def policy_loss(
+    logp: Tensor,
+    old_logp: Tensor,
+    advantages: Tensor,
+    mask: Tensor,
+    algo: Algorithm,
+    *,
+    ref_logp: Tensor | None = None,
+    entropy: Tensor | None = None,
+) -> tuple[Tensor, dict[str, float]]:
+    """Scalar loss to minimise and its diagnostics. logp, old_logp, mask, ref_logp, entropy: [B, T];
+    advantages: [B]. The KL term (kl_in="loss") and entropy bonus are added per token before
+    aggregation, so they share the policy loss's normaliser."""
+    _check_shapes(logp, old_logp, advantages, mask, ref_logp, entropy)
+    mask = mask.to(logp.dtype)
+    adv = advantages.to(logp.dtype).unsqueeze(-1)  # [B, 1]
+    log_ratio = RATIOS.get(algo.ratio_level)(logp, old_logp, mask)  # [B, T]
+    pg_tok = clipped_surrogate(log_ratio, adv, algo)  # [B, T]
+    loss_tok = pg_tok
+    kl_tok = None
+    if ref_logp is not None:
+        kl_tok = KL_ESTIMATORS.get(algo.kl_estimator)(logp, ref_logp)
+    if algo.kl_coef > 0 and algo.kl_in == "loss":
+        if kl_tok is None:
+            raise ValueError("kl_coef > 0 with kl_in='loss' needs ref_logp")
+        loss_tok = loss_tok + algo.kl_coef * kl_tok
+    if entropy is not None and algo.entropy_coef > 0:
+        loss_tok = loss_tok - algo.entropy_coef * entropy
+    aggregate = AGGREGATIONS.get(algo.loss_agg)
+    loss = aggregate(loss_tok, mask, algo.loss_norm_constant)
+    stats = loss_stats(logp, old_logp, log_ratio, adv, mask, algo, kl_tok, entropy)
+    stats["pg_loss"] = float(aggregate(pg_tok.detach(), mask, algo.loss_norm_constant))
+    stats["loss"] = float(loss.detach())
+    return loss, stats
+
+
+def _check_shapes(logp, old_logp, advantages, mask, ref_logp, entropy) -> None:
+    if logp.ndim != 2:
+        raise ValueError(f"logp must be [B, T], got {tuple(logp.shape)}")
+    for name, t in (("old_logp", old_logp), ("mask", mask), ("ref_logp", ref_logp),
+                    ("entropy", entropy)):
+        if t is not None and t.shape != logp.shape:
+            raise ValueError(f"{name} shape {tuple(t.shape)} != logp shape {tuple(logp.shape)}")
+    if advantages.shape != logp.shape[:1]:
+        raise ValueError(f"advantages must be [B]={logp.shape[0]}, got {tuple(advantages.shape)}")
+
+
+@torch.no_grad()
+def loss_stats(
+    logp: Tensor,
+    old_logp: Tensor,
+    log_ratio: Tensor,
+    adv: Tensor,
+    mask: Tensor,
+    algo: Algorithm,
+    kl_tok: Tensor | None,
+    entropy: Tensor | None,
+) -> dict[str, float]:
+    """Clip fractions, ratio statistics and KLs over the masked tokens, as floats."""
+    m = mask > 0
+    n_tok = mask.sum().clamp(min=1)
+    eff = torch.exp(log_ratio.clamp(-LOG_RATIO_LIMIT, LOG_RATIO_LIMIT))  # ratio used in the clip
+    low = m & (adv < 0) & (eff < 1.0 - algo.clip_low)
+    high = m & (adv > 0) & (eff > 1.0 + algo.clip_high)
+    dual = m & (adv < 0) & (eff > algo.dual_clip) if algo.dual_clip else torch.zeros_like(m)
+    tok_log = (logp - old_logp).clamp(-LOG_RATIO_LIMIT, LOG_RATIO_LIMIT)
+    r = torch.exp(tok_log)
+    r_mean = masked_mean(r, mask)
+    rows = mask.sum(-1) > 0
+    seq_r = torch.exp(sequence_log_ratio(logp, old_logp, mask))[rows]
+    seq_mean = seq_r.mean() if seq_r.numel() else r_mean.new_tensor(1.0)
+    seq_var = seq_r.var(correction=0) if seq_r.numel() else r_mean.new_tensor(0.0)
+    any_tok = bool(m.any())
+    one = r_mean.new_tensor(1.0)
+    values = {
+        "clip_frac_low": low.sum() / n_tok,
+        "clip_frac_high": high.sum() / n_tok,
+        "clip_frac": (low | high).sum() / n_tok,
+        "dual_clip_frac": dual.sum() / n_tok,
+        "ratio_mean": r_mean if any_tok else one,
+        "ratio_max": r[m].max() if any_tok else one,
+        "ratio_min": r[m].min() if any_tok else one,
+        "ratio_var": masked_mean((r - r_mean) ** 2, mask),
+        "seq_ratio_mean": seq_mean,
+        "seq_ratio_var": seq_var,
+        "kl_old": masked_mean(torch.exp(tok_log) - 1.0 - tok_log, mask),  # k3 of KL(old || new)
+    }
+    if kl_tok is not None:
+        values["kl_ref"] = masked_mean(kl_tok, mask)
+    if entropy is not None:
+        values["entropy"] = masked_mean(entropy, mask)
+    keys = list(values)
+    floats = torch.stack([values[k].float().reshape(()) for k in keys]).tolist()
+    return dict(zip(keys, floats, strict=True))

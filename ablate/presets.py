@@ -1,0 +1,27 @@
+"""Load the published presets of `baselines/` by name."""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+
+from ablate.algorithms import Algorithm
+from ablate.errors import ConfigError
+
+
+def baseline_names() -> tuple[str, ...]:
+    """Names of the presets shipped in `baselines/` (e.g. 'grpo', 'dapo')."""
+    import baselines
+
+    return tuple(sorted(m.name for m in pkgutil.iter_modules(baselines.__path__)))
+
+
+def baseline(name: str) -> Algorithm:
+    """The preset `name` from `baselines/<name>.py`, e.g. `baseline("dapo")`."""
+    names = baseline_names()
+    if name not in names:
+        raise ConfigError(f"unknown preset {name!r}; valid: {', '.join(names)}")
+    algo = importlib.import_module(f"baselines.{name}").ALGORITHM
+    if not isinstance(algo, Algorithm):
+        raise ConfigError(f"baselines/{name}.py must define ALGORITHM = Algorithm(...)")
+    return algo
