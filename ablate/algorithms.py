@@ -12,6 +12,7 @@ and a test checks that they equal the names in `objective`'s registries.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import math
 import warnings
 from dataclasses import dataclass, fields
@@ -22,7 +23,9 @@ from ablate.errors import ConfigError
 Baseline = Literal["group_mean", "leave_one_out"]
 Scale = Literal["group_std", "batch_std", "none"]
 RatioLevel = Literal["token", "sequence", "sequence_token"]
-LossAgg = Literal["token_mean", "seq_mean_token_mean", "seq_mean_token_sum", "seq_mean_token_sum_norm"]
+LossAgg = Literal[
+    "token_mean", "seq_mean_token_mean", "seq_mean_token_sum", "seq_mean_token_sum_norm"
+]
 KLEstimator = Literal["k1", "k2", "k3"]
 KLIn = Literal["loss", "reward"]
 
@@ -58,13 +61,13 @@ class Algorithm:
     clip_high: float = 0.2
     """Upper clip: the ratio is clipped at 1 + clip_high (clip-higher: clip_high > clip_low)."""
     dual_clip: float | None = None
-    """Dual-clip constant c > 1 capping the loss of negative-advantage tokens at -A·c; None = off."""
+    """Dual-clip constant c > 1: negative-advantage token losses are capped at -A·c; None = off."""
 
     # --- aggregation ----------------------------------------------------------------------
     loss_agg: LossAgg = "seq_mean_token_mean"
     """How token losses become one number: token mean, sequence mean of token means/sums/sums÷L."""
     loss_norm_constant: int | None = None
-    """L of seq_mean_token_sum_norm; None = the budget's max new tokens (resolved by the trainer)."""
+    """L of seq_mean_token_sum_norm; None = the budget's max new tokens (set by `resolve`)."""
 
     # --- KL and entropy -------------------------------------------------------------------
     kl_coef: float = 0.0
@@ -142,7 +145,7 @@ def field_docs() -> dict[str, str]:
     tree = ast.parse(inspect.getsource(Algorithm))
     body = tree.body[0].body  # type: ignore[attr-defined]
     docs: dict[str, str] = {}
-    for node, nxt in zip(body, body[1:], strict=False):
+    for node, nxt in itertools.pairwise(body):
         if isinstance(node, ast.AnnAssign) and isinstance(nxt, ast.Expr):
             docs[node.target.id] = nxt.value.value  # type: ignore[union-attr]
     return docs
@@ -210,12 +213,12 @@ def _warn_about_inert_factors(a: Algorithm) -> None:
             "counted once per token, so sequences are weighted by their length (trl#3823). GSPO's "
             "objective is loss_agg='seq_mean_token_mean'.",
             UserWarning,
-            stacklevel=3,
+            stacklevel=4,
         )
     if a.ratio_level != "token" and a.updates_per_rollout == 1:
         warnings.warn(
             f"ratio_level={a.ratio_level!r} with one update per rollout: the ratio is always 1, so "
             "the sequence ratio and its clip change nothing. GSPO uses minibatches=4 (§5.1).",
             UserWarning,
-            stacklevel=3,
+            stacklevel=4,
         )

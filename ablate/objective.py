@@ -153,7 +153,13 @@ def kl_k2(logp: Tensor, ref_logp: Tensor) -> Tensor:
 @KL_ESTIMATORS.register("k3")
 def kl_k3(logp: Tensor, ref_logp: Tensor) -> Tensor:
     log_r = (ref_logp - logp).clamp(-LOG_RATIO_LIMIT, LOG_RATIO_LIMIT)
-    return torch.exp(log_r) - 1.0 - log_r
+    return _k3(log_r)
+
+
+def _k3(log_r: Tensor) -> Tensor:
+    # expm1 keeps precision for tiny log-ratios; the clamp removes the last ulp of rounding so
+    # the estimator is >= 0 as it is in exact arithmetic.
+    return (torch.expm1(log_r) - log_r).clamp(min=0.0)
 
 
 # --- aggregation ------------------------------------------------------------------------------
@@ -228,8 +234,12 @@ def policy_loss(
 def _check_shapes(logp, old_logp, advantages, mask, ref_logp, entropy) -> None:
     if logp.ndim != 2:
         raise ValueError(f"logp must be [B, T], got {tuple(logp.shape)}")
-    for name, t in (("old_logp", old_logp), ("mask", mask), ("ref_logp", ref_logp),
-                    ("entropy", entropy)):
+    for name, t in (
+        ("old_logp", old_logp),
+        ("mask", mask),
+        ("ref_logp", ref_logp),
+        ("entropy", entropy),
+    ):
         if t is not None and t.shape != logp.shape:
             raise ValueError(f"{name} shape {tuple(t.shape)} != logp shape {tuple(logp.shape)}")
     if advantages.shape != logp.shape[:1]:
@@ -274,7 +284,7 @@ def loss_stats(
         "ratio_var": masked_mean((r - r_mean) ** 2, mask),
         "seq_ratio_mean": seq_mean,
         "seq_ratio_var": seq_var,
-        "kl_old": masked_mean(torch.exp(tok_log) - 1.0 - tok_log, mask),  # k3 of KL(old || new)
+        "kl_old": masked_mean(_k3(tok_log), mask),  # k3 of KL(old || new)
     }
     if kl_tok is not None:
         values["kl_ref"] = masked_mean(kl_tok, mask)

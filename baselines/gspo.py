@@ -6,7 +6,7 @@ from baselines.grpo import ALGORITHM as GRPO
 
 ALGORITHM = dataclasses.replace(
     GRPO,
-    ratio_level="sequence",  # §4 (GSPO objective): s_i = (pi_theta(o_i|q) / pi_old(o_i|q))^(1/|o_i|)
+    ratio_level="sequence",  # §4: s_i = (pi_theta(o_i|q) / pi_old(o_i|q))^(1/|o_i|)
     clip_low=3e-4,  # §5.1: left clipping range 3e-4
     clip_high=4e-4,  # §5.1: right clipping range 4e-4
     kl_coef=0.0,  # §5.1 trains without KL; the first author recommends KL off (verl PR #2775)
