@@ -13,3 +13,17 @@ class ConfigError(AblateError, ValueError):
 
 class StudyError(AblateError, ValueError):
     """A study that cannot run; the message lists every problem at once."""
+
+
+class TrialError(AblateError, RuntimeError):
+    """A trial that cannot continue for a reason its data explains (e.g. dynamic sampling
+    found too few informative groups); the trial ends with outcome 'failed' and this message."""
+
+
+class DivergedError(AblateError, FloatingPointError):
+    """A non-finite loss, gradient or weight: the trial ends with outcome 'diverged'."""
+
+    def __init__(self, step: int, quantity: str) -> None:
+        super().__init__(f"diverged at step {step}: {quantity} is not finite")
+        self.step = step
+        self.quantity = quantity

@@ -1,0 +1,174 @@
+"""One RL step's data: draw prompts → rollouts → verify → dynamic sampling → rewards.
+
+Every generated sample and token is charged to the budget counters, including the batches
+dynamic sampling throws away.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import torch
+from torch import Tensor
+
+from ablate.algorithms import Algorithm
+from ablate.errors import TrialError
+from ablate.rollout.base import RolloutEngine, Rollouts, SamplingParams
+from ablate.seeding import derive_seed, rng
+from ablate.shaping import expand_groups, informative_groups
+from ablate.tasks.base import Problem, Task, Verdict
+from ablate.templates import Template
+from ablate.trial import Budget
+
+
+class PromptStream:
+    """Training problems in a seeded order: a fresh permutation per epoch, so the k-th prompt
+    depends only on (seed, k). Its whole state is `position` (checkpoint-friendly)."""
+
+    def __init__(self, problems: Sequence[Problem], seed: int, position: int = 0) -> None:
+        if not problems:
+            raise TrialError("the task's train split is empty")
+        self.problems = list(problems)
+        self.seed = seed
+        self.position = position
+        self._orders: dict[int, list[int]] = {}
+
+    def _order(self, epoch: int) -> list[int]:
+        if epoch not in self._orders:
+            n = len(self.problems)
+            self._orders = {epoch: rng(self.seed, "data", str(epoch)).sample(range(n), n)}
+        return self._orders[epoch]
+
+    def take(self, count: int) -> list[Problem]:
+        out = []
+        for _ in range(count):
+            epoch, index = divmod(self.position, len(self.problems))
+            out.append(self.problems[self._order(epoch)[index]])
+            self.position += 1
+        return out
+
+
+@dataclass
+class Counters:
+    """Cumulative budget counters of a trial (all logged under budget/)."""
+
+    generated_samples: int = 0
+    generated_tokens: int = 0
+    trained_tokens: int = 0
+    gen_batches: int = 0
+    extra_gen_batches: int = 0
+    verifier_errors: int = 0
+
+    def as_metrics(self) -> dict[str, float]:
+        return {f"budget/{k}": float(v) for k, v in self.__dict__.items()}
+
+
+@dataclass
+class ScoredBatch:
+    """Rollouts with their verdicts; `scores` [B] are the verifier's rewards."""
+
+    rollouts: Rollouts
+    verdicts: list[Verdict]
+    scores: Tensor
+    correct: Tensor
+    gen_batches: int = 1
+    extra: dict[str, float] = field(default_factory=dict)
+
+    def select(self, keep: Tensor) -> ScoredBatch:
+        idx = keep.nonzero().flatten()
+        return ScoredBatch(
+            rollouts=self.rollouts.select(idx),
+            verdicts=[self.verdicts[i] for i in idx.tolist()],
+            scores=self.scores[idx],
+            correct=self.correct[idx],
+        )
+
+
+def sampling_for(budget: Budget, template: Template, seed: int) -> SamplingParams:
+    return SamplingParams(
+        max_new_tokens=budget.max_new_tokens,
+        temperature=budget.temperature,
+        top_p=budget.top_p,
+        top_k=budget.top_k,
+        stop=tuple(template.stop),
+        seed=seed,
+    )
+
+
+def generate_scored(
+    engine: RolloutEngine,
+    problems: Sequence[Problem],
+    task: Task,
+    template: Template,
+    budget: Budget,
+    seed: int,
+) -> ScoredBatch:
+    """Sample G completions per problem and verify each."""
+    prompts = [template.render(p.question) for p in problems]
+    rollouts = engine.generate(
+        prompts,
+        budget.group_size,
+        sampling_for(budget, template, seed),
+        problem_ids=[p.id for p in problems],
+    )
+    g = budget.group_size
+    verdicts = [task.verify(problems[b // g], t, template) for b, t in enumerate(rollouts.texts)]
+    scores = torch.tensor([v.reward for v in verdicts], dtype=torch.float32)
+    correct = torch.tensor([v.correct for v in verdicts], dtype=torch.bool)
+    return ScoredBatch(rollouts=rollouts, verdicts=verdicts, scores=scores, correct=correct)
+
+
+def concat_scored(parts: Sequence[ScoredBatch]) -> ScoredBatch:
+    return ScoredBatch(
+        rollouts=Rollouts.concat([p.rollouts for p in parts]),
+        verdicts=[v for p in parts for v in p.verdicts],
+        scores=torch.cat([p.scores for p in parts]),
+        correct=torch.cat([p.correct for p in parts]),
+    )
+
+
+def collect_batch(
+    engine: RolloutEngine,
+    stream: PromptStream,
+    task: Task,
+    template: Template,
+    algo: Algorithm,
+    budget: Budget,
+    *,
+    seed: int,
+    counters: Counters,
+) -> ScoredBatch:
+    """One step's batch of `prompts_per_step` groups. With dynamic sampling, keep generating
+    until that many groups have unequal verifier rewards (DAPO §3.2: 0 < #correct < G)."""
+    p, g = budget.prompts_per_step, budget.group_size
+    kept: list[ScoredBatch] = []
+    n_kept = 0
+    for attempt in range(1, algo.max_gen_batches + 1):
+        batch_seed = derive_seed(seed, "rollout", str(counters.gen_batches))
+        scored = generate_scored(engine, stream.take(p), task, template, budget, batch_seed)
+        _charge(counters, scored, extra=attempt > 1)
+        if not algo.dynamic_sampling:
+            return scored
+        keep = informative_groups(scored.scores, g)
+        kept.append(scored.select(expand_groups(keep, g)))
+        n_kept += int(keep.sum())
+        if n_kept >= p:
+            batch = concat_scored(kept)
+            batch = batch.select(torch.arange(batch.scores.numel()) < p * g)
+            batch.gen_batches = attempt
+            return batch
+    raise TrialError(
+        f"dynamic sampling found {n_kept} of {p} groups with unequal rewards after "
+        f"max_gen_batches={algo.max_gen_batches} generation batches: the base model's groups are "
+        "almost all correct or all wrong (check its Pass@G); raise max_gen_batches or turn "
+        "dynamic_sampling off"
+    )
+
+
+def _charge(counters: Counters, scored: ScoredBatch, *, extra: bool) -> None:
+    counters.gen_batches += 1
+    counters.extra_gen_batches += int(extra)
+    counters.generated_samples += scored.rollouts.num_samples
+    counters.generated_tokens += int(scored.rollouts.lengths.sum())
+    counters.verifier_errors += sum(v.error is not None for v in scored.verdicts)

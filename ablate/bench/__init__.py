@@ -1,0 +1,1 @@
+"""Micro-benchmarks (`ablate bench`): measured here, reported as ratios against a baseline."""

@@ -1,0 +1,107 @@
+"""The tutorial's §10 monitoring checklist as small functions: batch tensors in, named floats out.
+
+Names are namespaced (`reward/`, `policy/`, `length/`, `entropy/`, `budget/`, `eval/`, `perf/`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import torch
+from torch import Tensor
+
+
+def reward_metrics(rewards: Tensor, correct: Tensor, group_size: int) -> dict[str, float]:
+    """Signal quality of one rollout batch (rewards [B] float, correct [B] bool)."""
+    r = rewards.double().reshape(-1, group_size)
+    c = correct.bool().reshape(-1, group_size)
+    flat = (r == r[:, :1]).all(dim=1)
+    return {
+        "reward/mean": r.mean().item(),
+        "reward/group_var_mean": r.var(dim=1, correction=0).mean().item(),
+        "reward/frac_groups_any_correct": c.any(dim=1).double().mean().item(),
+        "reward/frac_groups_zero_var": flat.double().mean().item(),
+        "reward/pass_at_G": c.any(dim=1).double().mean().item(),
+        "reward/pass_hat_G": c.all(dim=1).double().mean().item(),
+        "reward/accuracy": c.double().mean().item(),
+    }
+
+
+def identical_fraction(texts: Sequence[str], group_size: int) -> float:
+    """Share of completions that repeat an earlier completion of their own group."""
+    if not texts:
+        return 0.0
+    repeats = 0
+    for start in range(0, len(texts), group_size):
+        group = texts[start : start + group_size]
+        repeats += len(group) - len(set(group))
+    return repeats / len(texts)
+
+
+def _mean(xs: Tensor) -> float:
+    return xs.double().mean().item() if xs.numel() else math.nan
+
+
+def length_metrics(lengths: Tensor, correct: Tensor, truncated: Tensor) -> dict[str, float]:
+    """Completion length overall and conditioned on correctness; truncation rate.
+    A metric with no samples (e.g. no correct answer) is NaN, never a misleading 0."""
+    lengths = lengths.double()
+    correct = correct.bool()
+    return {
+        "length/mean": _mean(lengths),
+        "length/median": lengths.median().item() if lengths.numel() else math.nan,
+        "length/max": lengths.max().item() if lengths.numel() else math.nan,
+        "length/correct_mean": _mean(lengths[correct]),
+        "length/incorrect_mean": _mean(lengths[~correct]),
+        "length/truncation_rate": _mean(truncated.double()),
+    }
+
+
+def advantage_metrics(advantages: Tensor) -> dict[str, float]:
+    a = advantages.double()
+    return {
+        "policy/adv_mean": _mean(a),
+        "policy/adv_abs_mean": _mean(a.abs()),
+        "policy/adv_max": a.max().item() if a.numel() else math.nan,
+    }
+
+
+def entropy_metrics(entropy: Tensor, mask: Tensor) -> dict[str, float]:
+    """Mean per-token entropy of the temperature-scaled sampling distribution."""
+    m = mask.double()
+    return {"entropy/mean": ((entropy.double() * m).sum() / m.sum().clamp(min=1)).item()}
+
+
+def self_check_rate(flags: Sequence[bool | None], correct: Tensor) -> dict[str, float]:
+    """Frequency of the task's self-check overall and within correct / incorrect completions;
+    empty where the task defines no self-check."""
+    if not flags or all(f is None for f in flags):
+        return {}
+    f = torch.tensor([bool(x) for x in flags], dtype=torch.float64)
+    c = correct.bool()
+    return {
+        "length/self_check_rate": _mean(f),
+        "length/self_check_rate_correct": _mean(f[c]),
+        "length/self_check_rate_incorrect": _mean(f[~c]),
+    }
+
+
+def mean_stats(stats: Sequence[dict[str, float]], prefix: str = "policy/") -> dict[str, float]:
+    """Average the per-update loss statistics of one RL step; maxima stay maxima."""
+    if not stats:
+        return {}
+    out = {}
+    for key in stats[0]:
+        values = [s[key] for s in stats if key in s]
+        reduce = max if key.endswith("_max") else (min if key.endswith("_min") else None)
+        out[prefix + key] = reduce(values) if reduce else sum(values) / len(values)
+    return out
+
+
+def first_nonfinite(values: dict[str, float]) -> str | None:
+    """Name of the first non-finite value among quantities that must stay finite."""
+    for key, value in values.items():
+        if not math.isfinite(value):
+            return key
+    return None

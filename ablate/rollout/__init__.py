@@ -1,0 +1,8 @@
+"""Rollout engines: sample completions (token ids, log-probs, masks) for the trainer and the
+pass@k sweep. `HFEngine` runs on the trainer's own model; `VLLMEngine` (GPU, optional) lives in
+`ablate.rollout.vllm` and is imported only when asked for."""
+
+from ablate.rollout.base import RolloutEngine, Rollouts, SamplingParams
+from ablate.rollout.hf import HFEngine
+
+__all__ = ["HFEngine", "RolloutEngine", "Rollouts", "SamplingParams"]

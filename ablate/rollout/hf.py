@@ -1,0 +1,273 @@
+"""`HFEngine`: a batched KV-cache sampler over the trainer's own transformers causal LM.
+
+Prompts are encoded with `tokenizer(prompts, add_special_tokens=True)`: whether a BOS token is
+prepended is the tokenizer's decision (its post-processor), so the engine, the trainer and
+`model.generate` on `tokenizer(prompt)` all see the same prompt tokens. Prompts are left padded
+with explicit position ids (each prompt starts at position 0), the KV cache is the model's own
+`DynamicCache`, and sampling draws from a `torch.Generator` seeded by `SamplingParams.seed`, so
+the global RNG is never touched and the same seed gives the same completions.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from ablate.rollout.base import (
+    Rollouts,
+    SamplingParams,
+    check_group_size,
+    resolve_problem_ids,
+)
+
+
+@dataclass
+class _Decoded:
+    """Raw output of the decode loop, before masks and texts are derived."""
+
+    tokens: Tensor  # [B, T] long
+    logprobs: Tensor  # [B, T]
+    entropy: Tensor  # [B, T]
+    lengths: Tensor  # [B] long
+    finished: Tensor  # [B] bool, ended by EOS or a stop string
+    ended_by_eos: Tensor  # [B] bool
+
+
+class HFEngine:
+    """Samples from `model` (a transformers causal LM, usually the one being trained)."""
+
+    def __init__(self, model, tokenizer, *, device: str | torch.device = "cpu") -> None:
+        self.model = model
+        self.tokenizer = tokenizer
+        self.device = torch.device(device)
+        if tokenizer.eos_token_id is None:
+            raise ValueError("HFEngine needs a tokenizer with an eos_token_id")
+        self.eos_id = int(tokenizer.eos_token_id)
+        pad = tokenizer.pad_token_id
+        self.pad_id = int(pad) if pad is not None else self.eos_id
+        self._stop_candidates: dict[tuple[str, ...], Tensor] = {}
+        self._token_texts: list[str] | None = None
+
+    def generate(
+        self,
+        prompts: Sequence[str],
+        n: int,
+        sampling: SamplingParams,
+        *,
+        problem_ids: Sequence[str] | None = None,
+    ) -> Rollouts:
+        check_group_size(n)
+        prompts = list(prompts)
+        ids_per_prompt = resolve_problem_ids(prompts, problem_ids)
+        prompt_ids, prompt_mask = self._encode(prompts)
+        prompt_ids = prompt_ids.repeat_interleave(n, dim=0)
+        prompt_mask = prompt_mask.repeat_interleave(n, dim=0)
+        with torch.inference_mode(), _eval_mode(self.model):
+            decoded = self._decode(prompt_ids, prompt_mask, sampling)
+        return self._assemble(
+            decoded, prompt_ids, prompt_mask, prompts, ids_per_prompt, n, sampling
+        )
+
+    # -- encoding -------------------------------------------------------------------------------
+
+    def _encode(self, prompts: list[str]) -> tuple[Tensor, Tensor]:
+        """Left-padded prompt ids and mask, [num_prompts, P]."""
+        encoded = self.tokenizer(prompts, add_special_tokens=True)["input_ids"]
+        width = max((len(ids) for ids in encoded), default=0)
+        if width == 0:
+            raise ValueError("every prompt encodes to zero tokens; the model needs a context")
+        ids = torch.full((len(encoded), width), self.pad_id, dtype=torch.long)
+        mask = torch.zeros((len(encoded), width), dtype=torch.long)
+        for row, tokens in enumerate(encoded):
+            if tokens:
+                ids[row, width - len(tokens) :] = torch.tensor(tokens, dtype=torch.long)
+                mask[row, width - len(tokens) :] = 1
+        return ids, mask
+
+    # -- the decode loop ------------------------------------------------------------------------
+
+    def _decode(
+        self, prompt_ids: Tensor, prompt_mask: Tensor, sampling: SamplingParams
+    ) -> _Decoded:
+        from ablate.rollout.kv import DecodeMasks, preallocated_cache
+
+        device, steps = self.device, sampling.max_new_tokens
+        batch, width = prompt_ids.shape
+        generator = torch.Generator(device=device).manual_seed(sampling.seed)
+        stop_candidates = self._stop_candidate_mask(sampling.stop)
+        dtype = next(self.model.parameters()).dtype
+        attention_kind = getattr(self.model.config, "_attn_implementation", None) or "eager"
+        masks = DecodeMasks(prompt_mask.to(device), steps, dtype, attention_kind)
+        prompt_len = prompt_mask.sum(-1).to(device)
+        tokens = torch.full((batch, steps), self.pad_id, dtype=torch.long, device=device)
+        logprobs = torch.zeros((batch, steps), device=device)
+        entropy = torch.zeros((batch, steps), device=device)
+        lengths = torch.full((batch,), steps, dtype=torch.long, device=device)
+        done = torch.zeros(batch, dtype=torch.bool, device=device)
+        by_eos = torch.zeros(batch, dtype=torch.bool, device=device)
+        out = self.model(
+            input_ids=prompt_ids.to(device),
+            attention_mask=masks.prefill(),
+            position_ids=(masks.prefill().cumsum(-1) - 1).clamp(min=0),
+            cache=preallocated_cache(self.model.config, width + steps),
+            use_cache=True,
+            logits_to_keep=1,
+        )
+        for step in range(steps):
+            token, logprob, ent = sample_next(out.logits[:, -1], sampling, generator)
+            token = token.masked_fill(done, self.pad_id)
+            tokens[:, step], logprobs[:, step], entropy[:, step] = token, logprob, ent
+            eos = (token == self.eos_id) & (not sampling.ignore_eos)
+            ended = eos | self._hit_stop(tokens, step, token, done, sampling.stop, stop_candidates)
+            ended &= ~done
+            by_eos |= eos & ended
+            lengths = torch.where(ended, step + 1, lengths)
+            done |= ended
+            if step + 1 == steps or bool(done.all()):
+                break
+            out = self.model(
+                input_ids=token[:, None],
+                attention_mask=masks.step(step + 1),
+                position_ids=(prompt_len + step)[:, None],
+                cache=out.cache,
+                use_cache=True,
+            )
+        return _Decoded(tokens, logprobs, entropy, lengths, done, by_eos)
+
+    def _stop_candidate_mask(self, stops: tuple[str, ...]) -> Tensor | None:
+        """Vocabulary mask of tokens that can complete a stop string (their text contains the
+        last character of one), so the decoded text is checked only on those rare steps."""
+        if not stops:
+            return None
+        if stops not in self._stop_candidates:
+            if self._token_texts is None:
+                size = len(self.tokenizer)
+                self._token_texts = [self.tokenizer.decode([i]) for i in range(size)]
+            last_chars = {s[-1] for s in stops}
+            # "\ufffd": a partial multi-byte character whose completion is not visible alone.
+            flags = [
+                "\ufffd" in text or any(c in text for c in last_chars) for text in self._token_texts
+            ]
+            self._stop_candidates[stops] = torch.tensor(flags, dtype=torch.bool, device=self.device)
+        return self._stop_candidates[stops]
+
+    def _hit_stop(
+        self,
+        tokens: Tensor,
+        step: int,
+        token: Tensor,
+        done: Tensor,
+        stops: tuple[str, ...],
+        candidates: Tensor | None,
+    ) -> Tensor:
+        """Rows whose decoded completion now contains a stop string."""
+        hit = torch.zeros_like(done)
+        if candidates is None:
+            return hit
+        # Token ids beyond the tokenizer's vocabulary (padded embedding rows) are never stops.
+        in_vocab = token < candidates.numel()
+        flagged = candidates[token.clamp(max=candidates.numel() - 1)] & in_vocab & ~done
+        for row in flagged.nonzero().flatten().tolist():
+            text = self.tokenizer.decode(tokens[row, : step + 1], skip_special_tokens=True)
+            hit[row] = any(stop in text for stop in stops)
+        return hit
+
+    # -- assembling Rollouts --------------------------------------------------------------------
+
+    def _assemble(
+        self,
+        decoded: _Decoded,
+        prompt_ids: Tensor,
+        prompt_mask: Tensor,
+        prompts: list[str],
+        problem_ids: list[str],
+        n: int,
+        sampling: SamplingParams,
+    ) -> Rollouts:
+        width = int(decoded.lengths.max()) if decoded.lengths.numel() else 0
+        positions = torch.arange(width, device=decoded.tokens.device)
+        mask = (positions[None, :] < decoded.lengths[:, None]).float()
+        tokens = decoded.tokens[:, :width].masked_fill(mask == 0, self.pad_id)
+        texts = self._texts(tokens, decoded, sampling.stop)
+        return Rollouts(
+            prompt_ids=prompt_ids,
+            prompt_mask=prompt_mask,
+            completion_ids=tokens.cpu(),
+            completion_mask=mask.cpu(),
+            logprobs=(decoded.logprobs[:, :width] * mask).cpu(),
+            entropy=(decoded.entropy[:, :width] * mask).cpu(),
+            lengths=decoded.lengths.cpu(),
+            truncated=(~decoded.finished).cpu(),
+            group_ids=torch.arange(len(prompts)).repeat_interleave(n),
+            problem_ids=[pid for pid in problem_ids for _ in range(n)],
+            prompts=[p for p in prompts for _ in range(n)],
+            texts=texts,
+            logprobs_exact=not sampling.greedy and not sampling.filters_distribution,
+            pad_id=self.pad_id,
+        )
+
+    def _texts(self, tokens: Tensor, decoded: _Decoded, stops: tuple[str, ...]) -> list[str]:
+        """Completion texts without EOS or padding; a stop string ends the text (a multi-char
+        token that straddles it keeps its tokens, but the text is cut after the stop string)."""
+        lengths = (decoded.lengths - decoded.ended_by_eos.long()).tolist()
+        rows = [ids[:length] for ids, length in zip(tokens.tolist(), lengths, strict=True)]
+        texts = self.tokenizer.batch_decode(rows, skip_special_tokens=True)
+        return [cut_at_stop(text, stops) for text in texts] if stops else texts
+
+
+def sample_next(
+    logits: Tensor, sampling: SamplingParams, generator: torch.Generator
+) -> tuple[Tensor, Tensor, Tensor]:
+    """Sample one token per row; return (token, its log-prob, entropy), both under the full
+    temperature-scaled distribution (temperature 1 when greedy)."""
+    scaled = logits.float()
+    if not sampling.greedy and sampling.temperature != 1.0:
+        scaled = scaled / sampling.temperature
+    log_probs = torch.log_softmax(scaled, dim=-1)
+    probs = log_probs.exp()
+    entropy = -(probs * log_probs).sum(-1)
+    if sampling.greedy:
+        token = scaled.argmax(-1)
+    else:
+        if sampling.filters_distribution:
+            probs = filter_top_k_top_p(probs, sampling.top_k, sampling.top_p)
+        # Exponential race (Gumbel-max in another guise): argmax p_i / E_i ~ Categorical(p).
+        noise = torch.empty_like(probs).exponential_(1.0, generator=generator).clamp_(min=1e-20)
+        token = (probs / noise).argmax(-1)
+    return token, log_probs.gather(-1, token[:, None]).squeeze(-1), entropy
+
+
+def filter_top_k_top_p(probs: Tensor, top_k: int, top_p: float) -> Tensor:
+    """Zero the probabilities outside the top-k tokens, then outside the top-p nucleus of what
+    remains (same order as transformers' logits processors); the top token always survives."""
+    if top_k > 0 and top_k < probs.shape[-1]:
+        kth = probs.topk(top_k, dim=-1).values[:, -1:]
+        probs = probs.masked_fill(probs < kth, 0.0)
+    if top_p < 1.0:
+        sorted_probs, order = probs.sort(dim=-1, descending=True)
+        mass_before = sorted_probs.cumsum(-1) - sorted_probs
+        total = sorted_probs.sum(-1, keepdim=True)
+        sorted_probs = sorted_probs.masked_fill(mass_before > top_p * total, 0.0)
+        probs = torch.zeros_like(probs).scatter_(-1, order, sorted_probs)
+    return probs
+
+
+def cut_at_stop(text: str, stops: tuple[str, ...]) -> str:
+    """`text` up to and including the earliest-ending stop string (unchanged if none)."""
+    ends = [text.find(stop) + len(stop) for stop in stops if stop in text]
+    return text[: min(ends)] if ends else text
+
+
+@contextlib.contextmanager
+def _eval_mode(model) -> Iterator[None]:
+    """Sample in eval mode (no dropout), then restore whatever mode the trainer had set."""
+    was_training = model.training
+    model.eval()
+    try:
+        yield
+    finally:
+        model.train(was_training)

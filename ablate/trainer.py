@@ -1,0 +1,270 @@
+"""One RL trial, top to bottom: set up → (evaluate) → [collect batch → advantages → updates →
+diagnostics → track → evaluate / checkpoint] until the budget is spent → final evaluation.
+
+The trainer never touches the terminal: progress goes to a callback the CLI supplies.
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from ablate import diagnostics as diag
+from ablate.algorithms import Algorithm
+from ablate.batch import Counters, PromptStream, collect_batch
+from ablate.checkpoint import has_checkpoint, load_checkpoint, save_checkpoint
+from ablate.errors import DivergedError, TrialError
+from ablate.evaluation import evaluate
+from ablate.rollout.base import RolloutEngine
+from ablate.seeding import seed_everything
+from ablate.tasks import get_task
+from ablate.tasks.base import Task
+from ablate.templates import Template, get_template
+from ablate.tracking import NullTracker, Tracker
+from ablate.trial import TrialSpec
+from ablate.update import check_weights, prepare_batch, run_updates
+
+Progress = Callable[[int, int, dict[str, float]], None]
+EngineFactory = Callable[[torch.nn.Module, Any], RolloutEngine]
+
+
+@dataclass
+class TrialResult:
+    trial_id: str
+    outcome: str  # "finished" | "diverged" | "failed"
+    steps: int
+    final_eval: dict[str, float] = field(default_factory=dict)
+    budget: dict[str, float] = field(default_factory=dict)
+    message: str = ""
+    wall_seconds: float = 0.0
+
+
+@dataclass
+class Setup:
+    spec: TrialSpec
+    algo: Algorithm
+    model: torch.nn.Module
+    tokenizer: Any
+    ref: torch.nn.Module | None
+    task: Task
+    template: Template
+    engine: RolloutEngine
+    optimizer: torch.optim.Optimizer
+    scheduler: torch.optim.lr_scheduler.LRScheduler
+
+
+@dataclass
+class TrainState:
+    step: int = 0
+    stream_position: int = 0
+    wall_seconds: float = 0.0
+    counters: Counters = field(default_factory=Counters)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {**self.__dict__, "counters": dict(self.counters.__dict__)}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> TrainState:
+        return cls(**{**d, "counters": Counters(**d["counters"])})
+
+
+def setup_trial(
+    spec: TrialSpec, *, loaded: tuple[Any, Any] | None = None, engine: EngineFactory | None = None
+) -> Setup:
+    """Everything a trial needs, built before any compute. A reference model is loaded only
+    when kl_coef > 0."""
+    seed_everything(spec.seed)
+    algo = spec.algorithm.resolve(max_new_tokens=spec.budget.max_new_tokens)
+    task = get_task(spec.task, **dict(spec.task_options))
+    template = get_template(spec.template)
+    if loaded is None:
+        from ablate.models import load_model
+
+        loaded = load_model(spec.model)
+    model, tokenizer = loaded
+    model.float().train()
+    ref = copy.deepcopy(model).eval().requires_grad_(False) if algo.kl_coef > 0 else None
+    if engine is None:
+        from ablate.rollout.hf import HFEngine
+
+        engine = HFEngine
+    o = spec.optim
+    optimizer = torch.optim.AdamW(
+        model.parameters(), lr=o.lr, betas=o.betas, weight_decay=o.weight_decay
+    )
+    warm = o.warmup_steps
+    scheduler = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda u: min(1.0, (u + 1) / warm) if warm else 1.0
+    )
+    return Setup(
+        spec,
+        algo,
+        model,
+        tokenizer,
+        ref,
+        task,
+        template,
+        engine(model, tokenizer),
+        optimizer,
+        scheduler,
+    )
+
+
+def rl_step(s: Setup, state: TrainState, stream: PromptStream) -> dict[str, float]:
+    """One RL step: batch → advantages → updates → diagnostics."""
+    spec, algo, budget = s.spec, s.algo, s.spec.budget
+    step = state.step + 1
+    t0 = time.perf_counter()
+    batch = collect_batch(
+        s.engine, stream, s.task, s.template, algo, budget, seed=spec.seed, counters=state.counters
+    )
+    t_gen = time.perf_counter()
+    tb, shaped = prepare_batch(batch, s.model, s.ref, algo, budget)
+    if not torch.isfinite(tb.advantages).all():
+        raise DivergedError(step, "advantages (non-finite rewards)")
+    stats = run_updates(
+        s.model, s.optimizer, s.scheduler, tb, algo, spec.optim, budget, seed=spec.seed, step=step
+    )
+    check_weights(s.model, step)
+    if hasattr(s.engine, "sync_weights"):
+        s.engine.sync_weights(s.model)
+    state.counters.trained_tokens += int(tb.loss_mask.sum()) * algo.ppo_epochs
+    t_end = time.perf_counter()
+    r = batch.rollouts
+    metrics = {
+        **diag.reward_metrics(batch.scores, batch.correct, budget.group_size),
+        **shaped,
+        **diag.length_metrics(r.lengths, batch.correct, r.truncated),
+        **diag.self_check_rate([v.self_check for v in batch.verdicts], batch.correct),
+        **diag.advantage_metrics(tb.advantages),
+        **diag.entropy_metrics(r.entropy, r.completion_mask),
+        **diag.mean_stats(stats),
+        **state.counters.as_metrics(),
+        "reward/identical_frac": diag.identical_fraction(r.texts, budget.group_size),
+        "budget/gen_batches_step": float(batch.gen_batches),
+        "perf/gen_seconds": t_gen - t0,
+        "perf/train_seconds": t_end - t_gen,
+        "perf/step_seconds": t_end - t0,
+    }
+    state.step = step
+    state.stream_position = stream.position
+    return metrics
+
+
+def budget_spent(spec: TrialSpec, state: TrainState) -> bool:
+    b = spec.budget
+    if state.step >= b.max_steps:
+        return True
+    cap = b.max_generated_tokens
+    return cap is not None and state.counters.generated_tokens >= cap
+
+
+def _evaluate(s: Setup, state: TrainState, tracker: Tracker) -> dict[str, float]:
+    metrics, records = evaluate(
+        s.engine,
+        s.task,
+        s.template,
+        s.spec.eval,
+        max_new_tokens=s.spec.budget.max_new_tokens,
+        seed=s.spec.seed,
+    )
+    metrics.update(
+        {k.replace("budget/", "eval/budget_"): v for k, v in state.counters.as_metrics().items()}
+    )
+    tracker.log_metrics(metrics, state.step)
+    tracker.log_samples("eval", records, state.step)
+    return metrics
+
+
+def train(
+    spec: TrialSpec,
+    *,
+    tracker: Tracker | None = None,
+    run_dir: Path | str | None = None,
+    loaded: tuple[Any, Any] | None = None,
+    engine: EngineFactory | None = None,
+    progress: Progress | None = None,
+) -> TrialResult:
+    """Run (or resume, when `run_dir` holds a checkpoint) one trial to its budget."""
+    tracker = tracker or NullTracker()
+    s = setup_trial(spec, loaded=loaded, engine=engine)
+    state = _start_or_resume(s, run_dir, tracker)
+    stream = PromptStream(s.task.problems("train"), spec.seed, state.stream_position)
+    result = TrialResult(spec.id, "finished", state.step)
+    last_eval: dict[str, float] = {}
+    try:
+        if state.step == 0 and spec.eval.at_start:
+            last_eval = _evaluate(s, state, tracker)
+        while not budget_spent(spec, state):
+            t0 = time.perf_counter()
+            metrics = rl_step(s, state, stream)
+            state.wall_seconds += time.perf_counter() - t0
+            metrics["budget/wall_seconds"] = state.wall_seconds
+            tracker.log_metrics(metrics, state.step)
+            _after_step(s, state, run_dir, tracker, progress, metrics)
+        last_eval = _evaluate(s, state, tracker)
+        _checkpoint(s, state, run_dir)
+    except DivergedError as exc:
+        result.outcome, result.message = "diverged", str(exc)
+    except TrialError as exc:
+        result.outcome, result.message = "failed", str(exc)
+    result.steps, result.final_eval = state.step, last_eval
+    result.budget, result.wall_seconds = state.counters.as_metrics(), state.wall_seconds
+    tracker.set_tags({"outcome": result.outcome, "outcome_message": result.message[:4000]})
+    return result
+
+
+def _after_step(s, state, run_dir, tracker, progress, metrics) -> None:
+    every = s.spec.eval.every
+    if every and state.step % every == 0 and not budget_spent(s.spec, state):
+        metrics = {**metrics, **_evaluate(s, state, tracker)}
+    if s.spec.checkpoint_every and state.step % s.spec.checkpoint_every == 0:
+        _checkpoint(s, state, run_dir)
+    if progress is not None:
+        progress(state.step, s.spec.budget.max_steps, metrics)
+
+
+def _checkpoint(s: Setup, state: TrainState, run_dir) -> None:
+    if run_dir is not None:
+        save_checkpoint(
+            Path(run_dir) / "checkpoint",
+            model=s.model,
+            optimizer=s.optimizer,
+            scheduler=s.scheduler,
+            state={"trial_id": s.spec.id, **state.as_dict()},
+        )
+
+
+def _start_or_resume(s: Setup, run_dir, tracker: Tracker) -> TrainState:
+    path = None if run_dir is None else Path(run_dir) / "checkpoint"
+    if path is not None and has_checkpoint(path):
+        saved = load_checkpoint(path, model=s.model, optimizer=s.optimizer, scheduler=s.scheduler)
+        if saved.pop("trial_id") != s.spec.id:
+            raise TrialError(f"{path} holds a checkpoint of another trial; use a fresh run_dir")
+        return TrainState.from_dict(saved)
+    tracker.log_params(_flat_params(s.spec))
+    tracker.set_tags(
+        {
+            "trial_id": s.spec.id,
+            "model": s.spec.model,
+            "template": s.spec.template,
+            "task": s.spec.task,
+            "seed": str(s.spec.seed),
+        }
+    )
+    return TrainState()
+
+
+def _flat_params(spec: TrialSpec) -> dict[str, Any]:
+    d = spec.as_dict()
+    flat = {f"algo.{k}": v for k, v in d.pop("algorithm").items()}
+    for group in ("budget", "optim", "eval"):
+        flat.update({f"{group}.{k}": v for k, v in d.pop(group).items()})
+    flat.update({k: v for k, v in d.items()})
+    return flat

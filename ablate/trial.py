@@ -1,0 +1,160 @@
+"""What defines one trial: algorithm, base model, task, template, seed, budget, optimiser, eval.
+
+Frozen and keyword-only like `Algorithm`; `TrialSpec.id` is a stable hash of everything that
+defines the trial, so the same trial is recognised across processes and machines.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from ablate.algorithms import Algorithm
+from ablate.errors import ConfigError
+
+
+def _problems(obj: Any, checks: dict[str, bool]) -> list[str]:
+    return [f"{type(obj).__name__}: {msg}" for msg, ok in checks.items() if not ok]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Budget:
+    """How much each trial may spend; arms of one comparison share it."""
+
+    max_steps: int = 100
+    """Optimizer-step budget counted in RL steps (one rollout batch each)."""
+    max_generated_tokens: int | None = None
+    """Stop once this many tokens were generated (compute-matched comparisons); None = off."""
+    prompts_per_step: int = 8
+    """Prompts (groups) per RL step."""
+    group_size: int = 8
+    """Completions per prompt (G)."""
+    max_new_tokens: int = 80
+    """Generation limit per completion."""
+    temperature: float = 1.0
+    """Rollout sampling temperature (the trainer's log-probs use the same temperature)."""
+    top_p: float = 1.0
+    """Rollout nucleus sampling (1 = off; <1 makes the engine's log-probs inexact)."""
+    top_k: int = 0
+    """Rollout top-k sampling (0 = off)."""
+
+    def problems(self) -> list[str]:
+        return _problems(
+            self,
+            {
+                f"max_steps={self.max_steps} must be >= 1": self.max_steps >= 1,
+                f"group_size={self.group_size} must be >= 2 (one sample has no group baseline)": (
+                    self.group_size >= 2
+                ),
+                f"prompts_per_step={self.prompts_per_step} must be >= 1": self.prompts_per_step
+                >= 1,
+                f"max_new_tokens={self.max_new_tokens} must be >= 1": self.max_new_tokens >= 1,
+                f"temperature={self.temperature} must be > 0": self.temperature > 0,
+                "max_generated_tokens must be None or >= 1": (
+                    self.max_generated_tokens is None or self.max_generated_tokens >= 1
+                ),
+            },
+        )
+
+
+@dataclass(frozen=True, kw_only=True)
+class Optim:
+    """Optimiser settings (trial settings, not algorithm factors)."""
+
+    lr: float = 3e-5
+    """AdamW learning rate (toy-phenomena: 3e-5 improves the 0.53M model, 1e-4 degrades it)."""
+    weight_decay: float = 0.0
+    """AdamW weight decay."""
+    betas: tuple[float, float] = (0.9, 0.999)
+    """AdamW betas."""
+    grad_clip: float = 1.0
+    """Max gradient norm (0 = no clipping)."""
+    warmup_steps: int = 0
+    """Linear LR warm-up over this many optimizer updates, then constant."""
+
+    def problems(self) -> list[str]:
+        return _problems(
+            self,
+            {
+                f"lr={self.lr} must be > 0 and finite": self.lr > 0 and math.isfinite(self.lr),
+                f"grad_clip={self.grad_clip} must be >= 0": self.grad_clip >= 0,
+                f"warmup_steps={self.warmup_steps} must be >= 0": self.warmup_steps >= 0,
+                f"weight_decay={self.weight_decay} must be >= 0": self.weight_decay >= 0,
+            },
+        )
+
+
+@dataclass(frozen=True, kw_only=True)
+class EvalSpec:
+    """Held-out evaluation: every `every` steps and at the end."""
+
+    every: int = 0
+    """Evaluate every this many steps (0 = only at the start and the end)."""
+    at_start: bool = True
+    """Also evaluate the base model before step 1 (for gains)."""
+    n_samples: int = 8
+    """Samples per eval problem (pass@1 is their mean correctness)."""
+    ks: tuple[int, ...] = (1, 8)
+    """pass@k values reported."""
+    max_problems: int = 64
+    """Eval problems used (the first ones of the eval split)."""
+    temperature: float = 1.0
+    """Eval sampling temperature."""
+
+    def problems(self) -> list[str]:
+        return _problems(
+            self,
+            {
+                f"every={self.every} must be >= 0": self.every >= 0,
+                f"n_samples={self.n_samples} must be >= 1": self.n_samples >= 1,
+                f"ks={self.ks} must be in 1..n_samples": (
+                    bool(self.ks) and all(1 <= k <= self.n_samples for k in self.ks)
+                ),
+                f"max_problems={self.max_problems} must be >= 1": self.max_problems >= 1,
+                f"temperature={self.temperature} must be > 0": self.temperature > 0,
+            },
+        )
+
+
+@dataclass(frozen=True, kw_only=True)
+class TrialSpec:
+    """One trial: one algorithm from one base model under one template with one seed."""
+
+    algorithm: Algorithm
+    model: str
+    """Zoo name or local checkpoint directory."""
+    task: str = "arithmetic"
+    task_options: tuple[tuple[str, Any], ...] = ()
+    """Options for `get_task`, as sorted (key, value) pairs (hashable)."""
+    template: str = "plain"
+    seed: int = 0
+    budget: Budget = field(default_factory=Budget)
+    optim: Optim = field(default_factory=Optim)
+    eval: EvalSpec = field(default_factory=EvalSpec)
+    checkpoint_every: int = 0
+    """Save a resumable checkpoint every this many steps (0 = only at the end)."""
+    study: str = ""
+    """Name of the study this trial belongs to (part of the id)."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "task_options", tuple(sorted(dict(self.task_options).items())))
+        problems = self.budget.problems() + self.optim.problems() + self.eval.problems()
+        if self.checkpoint_every < 0:
+            problems.append(f"checkpoint_every={self.checkpoint_every} must be >= 0")
+        if problems:
+            raise ConfigError("invalid trial:\n  - " + "\n  - ".join(problems))
+
+    def as_dict(self) -> dict[str, Any]:
+        d = dataclasses.asdict(self)
+        d["task_options"] = dict(self.task_options)
+        return d
+
+    @property
+    def id(self) -> str:
+        """Stable hash of everything that defines the trial (not of where it runs)."""
+        blob = json.dumps(self.as_dict(), sort_keys=True, default=repr)
+        return hashlib.sha256(blob.encode()).hexdigest()[:16]

@@ -1,0 +1,30 @@
+"""`ablate passk` end to end with a scripted engine and the toy task."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from ablate import cli, passk
+from ablate.commands import passk as passk_command
+from ablate.testing import ScriptedEngine, ToyTask, ToyTemplate
+
+
+def test_passk_command_prints_and_writes_csv(tmp_path, monkeypatch, capsys):
+    template = ToyTemplate()
+    right = {template.render(p.question): [f" ={p.answer}\n"] for p in ToyTask().problems()}
+    monkeypatch.setattr(passk, "_resolve_task", lambda name: ToyTask())
+    monkeypatch.setattr(passk, "_resolve_template", lambda name: template)
+    monkeypatch.setattr(passk_command, "_make_engine", lambda name, kind: ScriptedEngine(right))
+    out = tmp_path / "passk.csv"
+    argv = ["passk", "--models", "a", "--templates", "toy", "--task", "toy", "--n", "4"]
+    code = cli.main([*argv, "--k", "1,4", "--out", str(out)])
+    assert code == 0
+    table = pd.read_csv(out)
+    assert table.k.tolist() == [1, 4] and (table.pass_at_k == 1.0).all()
+    assert "pass@k" in capsys.readouterr().out
+
+
+def test_passk_command_k_above_n_is_a_one_line_error(capsys):
+    code = cli.main(["passk", "--models", "a", "--n", "4", "--k", "1,8"])
+    assert code == 2
+    assert "raise --n" in capsys.readouterr().err

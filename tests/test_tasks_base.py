@@ -1,0 +1,136 @@
+"""Task registry, Verdict accounting, the never-raise / time-limit contract, adversarial input."""
+
+from __future__ import annotations
+
+import random
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import ClassVar
+
+import pytest
+
+from ablate.errors import ConfigError
+from ablate.tasks import CHARSET, Problem, Task, Verdict, get_task, task_names, verdict_stats
+from ablate.tasks.base import TIMEOUT, Split
+from ablate.templates import get_template, template_names
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+_garbage = random.Random(0)
+ADVERSARIAL = {
+    "empty": "",
+    "huge_number": "9" * 100_000,
+    "power_tower": "9**9**9**9",
+    "million_digit_exponent": "10**" + "9" * 1_000_000,
+    "nested_parens": "(" * 50_000 + "1" + ")" * 50_000,
+    "garbage_100kB": "".join(chr(_garbage.randrange(1, 0x2FFF)) for _ in range(100_000)),
+    "unicode": "٣٤ 𝟙𝟚 ½ ∞ ÷ 日本 \u202e\u0000 \ud800".encode("utf-8", "replace").decode(),
+    "unicode_digits": "١١١",
+    "many_markers": "#### " * 20_000,
+    "many_boxes": "\\boxed{" * 20_000,
+    "many_tags": "<answer>" * 10_000 + "</answer>",
+}
+
+
+def payloads(template_name: str):
+    """Each adversarial string bare and wrapped in the template's answer format."""
+    t = get_template(template_name)
+    for label, text in ADVERSARIAL.items():
+        yield label, text
+        yield f"{label}-as-answer", t.write_answer(text)
+
+
+SYNTHETIC = {
+    "arithmetic": {"n_train": 10, "n_eval": 5},
+    "arithmetic-tail": {"n_train": 10, "n_eval": 5, "layout": "tail"},
+    "countdown": {"n_train": 10, "n_eval": 5},
+    "gsm8k": {"path": str(FIXTURES / "gsm8k_small.jsonl"), "n_eval": 2},
+}
+
+
+@pytest.mark.parametrize("task_key", sorted(SYNTHETIC))
+@pytest.mark.parametrize("template_name", template_names())
+def test_adversarial_completions_return_a_verdict_within_the_limit(task_key, template_name):
+    task = get_task(task_key.split("-")[0], **SYNTHETIC[task_key])
+    problem = task.problems("eval")[0]
+    for label, completion in payloads(template_name):
+        start = time.perf_counter()
+        verdict = task.verify(problem, completion, get_template(template_name))
+        elapsed = time.perf_counter() - start
+        assert isinstance(verdict, Verdict), label
+        assert elapsed < task.time_limit, (label, elapsed)
+        assert verdict.error is None, (label, verdict.error)  # bounded: judged, not timed out
+        assert not verdict.correct and verdict.reward == 0.0, label
+
+
+def test_task_names_and_unknown_names_or_options():
+    assert set(task_names()) == {"arithmetic", "countdown", "gsm8k", "math"}
+    with pytest.raises(ConfigError, match="arithmetic"):
+        get_task("sudoku")
+    with pytest.raises(ConfigError, match=r"'shuffle'.*shuffle_steps"):
+        get_task("arithmetic", shuffle=True)
+    with pytest.raises(ConfigError, match="time_limit"):
+        get_task("arithmetic", time_limit=0)
+    with pytest.raises(ConfigError, match="split"):
+        get_task("arithmetic", n_train=5, n_eval=5).problems("test")  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Broken(Task):
+    """A task whose verifier misbehaves on purpose."""
+
+    name: ClassVar[str] = "broken"
+    delay: float = 0.0
+
+    def problems(self, split: Split) -> list[Problem]:
+        return [Problem("broken-1", "q", "1")]
+
+    def _verify(self, problem, completion, template):
+        if completion == "raise":
+            raise RuntimeError("verifier bug")
+        time.sleep(self.delay)
+        return Verdict(1.0, True, "1", True)
+
+
+def test_a_raising_verifier_yields_a_counted_error_not_a_silent_zero():
+    task, plain = _Broken(), get_template("plain")
+    v = task.verify(task.problems("eval")[0], "raise", plain)
+    assert (v.reward, v.correct) == (0.0, False) and "RuntimeError: verifier bug" in v.error
+
+
+def test_a_verifier_overrunning_its_limit_is_reported_as_timeout():
+    task = _Broken(delay=0.2, time_limit=0.05)
+    v = task.verify(task.problems("eval")[0], "fine", get_template("plain"))
+    assert v.error == TIMEOUT and not v.correct and v.reward == 0.0
+
+
+def test_verdict_stats_count_errors_and_rates_by_hand():
+    verdicts = [
+        Verdict(1.0, True, "1", True, self_check=True, mismatch=False),
+        Verdict(0.0, False, "2", True, self_check=False, mismatch=True),
+        Verdict(0.0, False, None, False, error=TIMEOUT),
+        Verdict(0.0, False, None, False, error="math-verify: boom"),
+    ]
+    stats = verdict_stats(verdicts)
+    assert stats["reward/mean"] == 0.25 and stats["reward/correct"] == 0.25
+    assert stats["reward/format_ok"] == 0.5
+    assert stats["reward/verifier_errors"] == 2 and stats["reward/verifier_timeouts"] == 1
+    assert stats["reward/self_check_rate"] == 0.5 and stats["reward/mismatch_rate"] == 0.5
+    assert "reward/self_check_rate" not in verdict_stats([Verdict(0.0, False, None, False)])
+
+
+@pytest.mark.parametrize("name", ["arithmetic", "countdown"])
+def test_synthetic_text_stays_inside_the_charset(name):
+    assert set(CHARSET) == {"\n", *map(chr, range(32, 127))}
+    task, rng = get_task(name, n_train=200, n_eval=10), random.Random(0)
+    for template_name in template_names():
+        t = get_template(template_name)
+        for p in task.problems("train"):
+            assert set(t.render(p.question) + task.sample_solution(p, t, rng)) <= set(CHARSET)
+
+
+def test_local_tasks_have_no_generated_solutions():
+    task = get_task("gsm8k", path=str(FIXTURES / "gsm8k_small.jsonl"), n_eval=2)
+    with pytest.raises(ConfigError, match="synthetic"):
+        task.sample_solution(task.problems("eval")[0], get_template("plain"), random.Random(0))

@@ -1,0 +1,253 @@
+"""The RL loop's plumbing with a scripted engine on a tiny random model: dynamic sampling,
+shaping, KL placement, budgets, common random numbers, determinism, resume and divergence."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+
+import pytest
+import torch
+
+from ablate.algorithms import Algorithm
+from ablate.batch import Counters, PromptStream, collect_batch
+from ablate.tasks import get_task
+from ablate.tasks.base import CHARSET
+from ablate.templates import get_template
+from ablate.testing import ScriptedEngine, char_tokenizer, tiny_llama
+from ablate.tracking import MemoryTracker
+from ablate.trainer import setup_trial, train
+from ablate.trial import Budget, EvalSpec, TrialSpec
+from ablate.update import prepare_batch
+
+TOK = char_tokenizer(CHARSET)
+PLAIN = get_template("plain")
+TASK_OPTIONS = (("n_train", 64), ("n_eval", 8))
+
+
+def loaded(seed: int = 0):
+    return tiny_llama(seed, tokenizer=TOK), TOK
+
+
+def true_sum(prompt: str) -> int:
+    return sum(int(x) for x in re.search(r"Question: ([\d+]+)", prompt).group(1).split("+"))
+
+
+def mixed(prompt: str, j: int, call: int) -> str:
+    """Even samples correct, odd samples off by one: every group is informative."""
+    answer = true_sum(prompt) + (j % 2)
+    return " 1+2=3;" + PLAIN.write_answer(str(answer))
+
+
+def spec(algo: Algorithm | None = None, **kw) -> TrialSpec:
+    defaults = dict(
+        algorithm=algo or Algorithm(),
+        model="tiny",
+        task="arithmetic",
+        task_options=TASK_OPTIONS,
+        template="plain",
+        seed=0,
+        budget=Budget(max_steps=2, prompts_per_step=2, group_size=4, max_new_tokens=24),
+        eval=EvalSpec(max_problems=4, n_samples=2, ks=(1, 2), at_start=False),
+    )
+    defaults.update(kw)
+    return TrialSpec(**defaults)
+
+
+def scripted(script):
+    return lambda model, tok: ScriptedEngine(script, tokenizer=tok)
+
+
+def batch_parts(algo: Algorithm, script, budget: Budget | None = None):
+    budget = budget or spec().budget
+    task = get_task("arithmetic", n_train=64, n_eval=8)
+    counters = Counters()
+    batch = collect_batch(
+        ScriptedEngine(script, tokenizer=TOK),
+        PromptStream(task.problems("train"), 0),
+        task,
+        PLAIN,
+        algo,
+        budget,
+        seed=0,
+        counters=counters,
+    )
+    return batch, counters
+
+
+# --- dynamic sampling -------------------------------------------------------------------------
+def test_dynamic_sampling_fills_the_batch_and_charges_every_sample():
+    def late_signal(prompt, j, call):  # uniform groups for two batches, then mixed
+        return mixed(prompt, j, call) if call >= 2 else mixed(prompt, 0, call)
+
+    batch, counters = batch_parts(Algorithm(dynamic_sampling=True), late_signal)
+    assert batch.gen_batches == 3 and batch.rollouts.num_samples == 2 * 4
+    assert counters.generated_samples == 3 * 2 * 4 and counters.extra_gen_batches == 2
+    # the two discarded batches are charged too: about three times the kept batch's tokens
+    assert counters.generated_tokens > 2.5 * int(batch.rollouts.lengths.sum())
+    groups = batch.correct.reshape(-1, 4)
+    assert (groups.any(1) & ~groups.all(1)).all()
+
+
+def test_dynamic_sampling_fails_clearly_at_the_limit():
+    result = train(
+        spec(Algorithm(dynamic_sampling=True, max_gen_batches=3)),
+        loaded=loaded(),
+        engine=scripted(lambda p, j, c: mixed(p, 0, c)),
+    )
+    assert result.outcome == "failed" and result.steps == 0
+    assert "max_gen_batches=3" in result.message and "0 of 2 groups" in result.message
+    assert result.budget["budget/generated_samples"] == 3 * 2 * 4
+
+
+def test_without_dynamic_sampling_uniform_groups_are_kept():
+    batch, counters = batch_parts(Algorithm(), lambda p, j, c: mixed(p, 0, c))
+    assert batch.rollouts.num_samples == 8 and counters.gen_batches == 1
+
+
+# --- shaping and KL -------------------------------------------------------------------------
+def test_soft_overlong_punishment_and_truncation_mask():
+    def long_or_short(prompt, j, call):
+        return mixed(prompt, j, call) + ("x" * 40 if j == 0 else "")
+
+    algo = Algorithm(overlong_buffer=8, mask_truncated=True).resolve(max_new_tokens=24)
+    batch, _ = batch_parts(algo, long_or_short)
+    model, _ = loaded()
+    tb, metrics = prepare_batch(batch, model, None, algo, spec().budget)
+    r = batch.rollouts
+    assert r.truncated.tolist() == [True, False, False, False] * 2
+    expected = batch.scores + torch.where(r.lengths >= 24, -1.0, -(r.lengths - 16).clamp(min=0) / 8)
+    torch.testing.assert_close(tb.rewards, expected)
+    assert tb.loss_mask[r.truncated].sum() == 0 and tb.loss_mask[~r.truncated].sum() > 0
+    assert metrics["reward/overlong_penalty_mean"] < 0
+
+
+def test_kl_in_reward_shapes_rewards_and_kl_in_loss_does_not():
+    batch, _ = batch_parts(Algorithm(), mixed)
+    policy, ref = loaded(0)[0], loaded(1)[0]
+    in_reward = Algorithm(kl_coef=0.1, kl_in="reward")
+    tb_r, m = prepare_batch(batch, policy, ref, in_reward, spec().budget)
+    assert tb_r.ref_logp is None and m["reward/kl_penalty_mean"] > 0
+    assert (tb_r.rewards < batch.scores).all()
+    tb_l, _ = prepare_batch(batch, policy, ref, Algorithm(kl_coef=0.1), spec().budget)
+    assert tb_l.ref_logp is not None and torch.equal(tb_l.rewards, batch.scores)
+
+
+def test_reference_model_only_when_kl_is_on():
+    assert setup_trial(spec(), loaded=loaded(), engine=scripted(mixed)).ref is None
+    s = setup_trial(spec(Algorithm(kl_coef=0.04)), loaded=loaded(), engine=scripted(mixed))
+    assert s.ref is not None and not any(p.requires_grad for p in s.ref.parameters())
+
+
+# --- budgets and seeds ------------------------------------------------------------------------
+def test_step_budget_stops_where_it_should():
+    tracker = MemoryTracker()
+    result = train(
+        spec(budget=dataclasses.replace(spec().budget, max_steps=3)),
+        tracker=tracker,
+        loaded=loaded(),
+        engine=scripted(mixed),
+    )
+    assert result.outcome == "finished" and result.steps == 3
+    assert [s for s, _ in tracker.history("reward/mean")] == [1, 2, 3]
+    assert "eval/pass@1" in result.final_eval
+
+
+def test_generated_token_budget_stops_early():
+    tracker = MemoryTracker()
+    budget = dataclasses.replace(spec().budget, max_steps=50, max_generated_tokens=150)
+    result = train(spec(budget=budget), tracker=tracker, loaded=loaded(), engine=scripted(mixed))
+    tokens = [v for _, v in tracker.history("budget/generated_tokens")]
+    assert result.steps < 50 and tokens[-1] >= 150 and tokens[-2] < 150
+
+
+def test_same_seed_gives_two_algorithms_identical_first_batches():
+    seen: dict[str, list] = {}
+
+    def recording(name):
+        def factory(model, tok):
+            from ablate.rollout.hf import HFEngine
+
+            engine = HFEngine(model, tok)
+            original = engine.generate
+
+            def generate(prompts, n, sampling, **kw):
+                out = original(prompts, n, sampling, **kw)
+                seen.setdefault(name, []).append((list(prompts), list(out.texts)))
+                return out
+
+            engine.generate = generate
+            return engine
+
+        return factory
+
+    budget = dataclasses.replace(spec().budget, max_steps=1)
+    dapo = Algorithm(clip_high=0.28, loss_agg="token_mean")
+    train(spec(budget=budget), loaded=loaded(), engine=recording("grpo"))
+    train(spec(dapo, budget=budget), loaded=loaded(), engine=recording("dapo"))
+    train(spec(budget=budget, seed=1), loaded=loaded(), engine=recording("seed1"))
+    assert seen["grpo"][0] == seen["dapo"][0]
+    assert seen["grpo"][0][0] != seen["seed1"][0][0]
+
+
+# --- determinism, resume, divergence ----------------------------------------------------------
+def _comparable(tracker: MemoryTracker):
+    return [
+        (s, {k: v for k, v in m.items() if not k.startswith("perf/") and "wall" not in k})
+        for s, m in tracker.metrics
+    ]
+
+
+def test_same_trial_twice_gives_identical_metrics():
+    runs = []
+    for _ in range(2):
+        tracker = MemoryTracker()
+        train(
+            spec(Algorithm(minibatches=2)), tracker=tracker, loaded=loaded(), engine=scripted(mixed)
+        )
+        runs.append(_comparable(tracker))
+    assert runs[0] == runs[1]
+    assert any(m.get("policy/grad_norm", 0) > 0 for _, m in runs[0])
+
+
+def test_resume_after_kill_equals_uninterrupted_run(tmp_path):
+    s = spec(
+        Algorithm(minibatches=2),
+        budget=dataclasses.replace(spec().budget, max_steps=4),
+        checkpoint_every=1,
+    )
+    full_model, _ = loaded()
+    train(s, run_dir=tmp_path / "full", loaded=(full_model, TOK), engine=scripted(mixed))
+
+    def kill_at_2(step, total, metrics):
+        if step == 2:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        train(
+            s, run_dir=tmp_path / "cut", loaded=loaded(), engine=scripted(mixed), progress=kill_at_2
+        )
+    resumed_model, _ = loaded()
+    result = train(s, run_dir=tmp_path / "cut", loaded=(resumed_model, TOK), engine=scripted(mixed))
+    assert result.steps == 4
+    init = loaded()[0].state_dict()
+    full, resumed = full_model.state_dict(), resumed_model.state_dict()
+    assert any(not torch.equal(full[k], init[k]) for k in full)  # training moved the weights
+    for key in full:
+        assert torch.equal(full[key], resumed[key]), key
+
+
+def test_injected_nan_ends_the_trial_as_diverged_with_the_step():
+    model, tok = loaded()
+
+    def poison(step, total, metrics):
+        if step == 2:
+            with torch.no_grad():
+                next(model.parameters()).view(-1)[0] = float("nan")
+
+    budget = dataclasses.replace(spec().budget, max_steps=5)
+    result = train(
+        spec(budget=budget), loaded=(model, tok), engine=scripted(mixed), progress=poison
+    )
+    assert result.outcome == "diverged" and result.steps == 2
+    assert "step 3" in result.message and "not finite" in result.message
