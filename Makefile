@@ -10,7 +10,7 @@ export TRANSFORMERS_OFFLINE := 1
 export HF_DATASETS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: install demo test test-slow test-gpu lint format bench study passk tune report ui worker clean
+.PHONY: install demo test test-slow test-gpu lint format bench study passk tune ui worker clean
 
 install: $(STAMP)
 
@@ -23,14 +23,38 @@ $(STAMP): pyproject.toml Makefile
 	$(BIN)/python -m pip install --quiet -c $(CONSTR) -e ".[dev]"
 	touch $(STAMP)
 
-demo: install
-	$(BIN)/ablate demo
+RESULTS ?= results
+STUDY   ?= studies/quickstart.py
+WORKERS ?= 1
 
+demo: install
+	$(BIN)/ablate demo --results $(RESULTS)
+
+study: install
+	$(BIN)/ablate run $(STUDY) --results $(RESULTS) --workers $(WORKERS)
+
+passk: install
+	$(BIN)/ablate passk --models $(or $(MODELS),hopeless,mid,rl_ready,saturated) \
+		--templates $(or $(TEMPLATES),plain,plain_q,plain_spaced) --task arithmetic \
+		--n 16 --k 1,4,8,16 --out $(RESULTS)/passk.csv
+
+tune: install
+	$(BIN)/ablate tune $(STUDY) --trials $(or $(TRIALS),20) --results $(RESULTS)
+
+ui: install
+	$(BIN)/ablate ui --results $(RESULTS)
+
+# e.g. make worker STUDY=studies/x.py STORAGE=postgresql://u:pw@host/optuna TRACKING_URI=http://host:5000
+worker: install
+	$(BIN)/ablate worker $(STUDY) --storage $(STORAGE) --tracking-uri $(TRACKING_URI) --results $(RESULTS)
+
+# One torch thread per test process: on 2 shared cores a second OpenMP thread that has to wait
+# for a busy core makes small models up to ~10x slower (measured), and CI must be predictable.
 test: install
-	$(BIN)/python -m pytest -m "not slow and not gpu" -q
+	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -m "not slow and not gpu" -q
 
 test-slow: install
-	$(BIN)/python -m pytest -m "slow" -q
+	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -m "slow" -q
 
 test-gpu: install
 	$(BIN)/python -m pytest -m "gpu" -q

@@ -1,4 +1,5 @@
-"""Held-out evaluation of the current policy: pass@1 (mean over n samples), pass@k, length of
+"""Held-out evaluation of the current policy: pass@1 (mean over n samples), pass@k (logged as
+eval/pass_at_k: MLflow names cannot hold "@"), length of
 correct and incorrect answers, truncation, accuracy per 1,000 generated tokens, self-checks.
 
 The eval sampling seed depends only on the trial seed, so every arm with the same seed evaluates
@@ -48,10 +49,10 @@ def evaluate(
     lengths = rollouts.lengths.numpy().astype(float)
     per_problem = correct.reshape(len(problems), n).sum(axis=1)
     metrics = {
-        f"eval/pass@{k}": float(np.mean(pass_at_k(np.full(len(problems), n), per_problem, k)))
+        f"eval/pass_at_{k}": float(np.mean(pass_at_k(np.full(len(problems), n), per_problem, k)))
         for k in spec.ks
     }
-    metrics["eval/pass@1"] = float(correct.mean())
+    metrics["eval/pass_at_1"] = float(correct.mean())
     metrics.update(_length_metrics(correct, lengths, rollouts.truncated.numpy()))
     checks = [v.self_check for v in verdicts]
     if any(c is not None for c in checks):

@@ -1,10 +1,34 @@
 """Where metrics go. The `Tracker` protocol with a no-op and an in-memory implementation; the
-MLflow one lives here too (this is the only module that may import mlflow)."""
+MLflow one lives here too (this is the only module that may import mlflow, and it does so lazily:
+importing mlflow costs ~1.8 s, so `import ablate.tracking` must stay cheap).
+
+MLflow layout: one experiment per study (default name: the study's), one parent run per study
+(tags `ablate.kind=study`, `ablate.study`), one child run per trial (tags `ablate.kind=trial`,
+`ablate.study`, `ablate.trial_id`, `mlflow.parentRunId`). Runs are found again by these tags, never
+by run name, so a resumed study or trial reuses its runs.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any, Protocol, runtime_checkable
+import functools
+import json
+import logging
+import math
+import platform
+import re
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from importlib import metadata
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+#: What MLflow allows in a metric name: alphanumerics, _ - . space : /
+METRIC_NAME = re.compile(r"[\w\-. :/]+")
+
+if TYPE_CHECKING:
+    import pandas
 
 
 @runtime_checkable
@@ -30,6 +54,12 @@ class NullTracker:
     def set_tags(self, tags: Mapping[str, str]) -> None:
         pass
 
+    def log_dict(self, data: Mapping[str, Any], artifact_file: str) -> None:
+        pass
+
+    def close(self, status: str = "FINISHED") -> None:
+        pass
+
 
 class MemoryTracker:
     """Keeps everything in memory (tests, notebooks, the quick smoke path)."""
@@ -39,11 +69,17 @@ class MemoryTracker:
         self.tags: dict[str, str] = {}
         self.metrics: list[tuple[int, dict[str, float]]] = []
         self.samples: list[tuple[str, int, list[dict[str, Any]]]] = []
+        self.dicts: dict[str, dict[str, Any]] = {}
+        self.status: str | None = None
 
     def log_params(self, params: Mapping[str, Any]) -> None:
         self.params.update(params)
 
     def log_metrics(self, metrics: Mapping[str, float], step: int) -> None:
+        # the names MLflow accepts, checked here so fast tests catch a name MLflow would reject
+        bad = [k for k in metrics if not METRIC_NAME.fullmatch(k)]
+        if bad:
+            raise ValueError(f"metric names MLflow would reject: {bad}")
         self.metrics.append((step, dict(metrics)))
 
     def log_samples(self, name: str, records: Sequence[Mapping[str, Any]], step: int) -> None:
@@ -51,6 +87,12 @@ class MemoryTracker:
 
     def set_tags(self, tags: Mapping[str, str]) -> None:
         self.tags.update(tags)
+
+    def log_dict(self, data: Mapping[str, Any], artifact_file: str) -> None:
+        self.dicts[artifact_file] = dict(data)
+
+    def close(self, status: str = "FINISHED") -> None:
+        self.status = status
 
     def history(self, key: str) -> list[tuple[int, float]]:
         """[(step, value)] of one metric in logging order."""
@@ -61,3 +103,361 @@ class MemoryTracker:
         if not values:
             raise KeyError(f"metric {key!r} was never logged")
         return values[-1][1]
+
+
+# --- MLflow ---------------------------------------------------------------------------------------
+
+# MLflow's limits (platform notes): longer values are rejected, so they are truncated here.
+PARAM_MAX_CHARS = 6000
+TAG_MAX_CHARS = 5000
+_BATCH_PARAMS_TAGS = 100
+_BATCH_METRICS = 1000
+# One log_batch per ~20 steps instead of one call per step (~11 ms each on sqlite, ~5% of a tiny
+# model's step); a killed trial loses at most these steps' metrics, as it resumes from a checkpoint.
+FLUSH_EVERY_STEPS = 20
+FLUSH_EVERY_METRICS = 900
+_TERMINAL = ("FINISHED", "FAILED", "KILLED")
+
+KIND, STUDY, TRIAL, PARENT = "ablate.kind", "ablate.study", "ablate.trial_id", "mlflow.parentRunId"
+
+
+def default_tracking_uri(results_dir: str | Path) -> str:
+    """`sqlite:////abs/<results_dir>/mlflow.db`; creates `results_dir`."""
+    root = Path(results_dir).resolve()
+    root.mkdir(parents=True, exist_ok=True)
+    return f"sqlite:///{root / 'mlflow.db'}"
+
+
+def init_store(uri: str) -> None:
+    """Create the database schema once, before processes fan out: concurrent first use of a fresh
+    sqlite file races on the migrations. Idempotent."""
+    path = _sqlite_path(uri)
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    _client(uri).search_experiments(max_results=1)  # the store runs its migrations on first use
+
+
+def _sqlite_path(uri: str) -> Path | None:
+    prefix = "sqlite:///"
+    return Path(uri[len(prefix) :]).resolve() if uri.startswith(prefix) else None
+
+
+@functools.lru_cache(maxsize=8)
+def _client(uri: str) -> Any:
+    # Cached per URI: building a client (and its store's engine) costs ~0.6 s.
+    from mlflow.tracking import MlflowClient
+
+    # Schema creation logs a dozen INFO lines per fresh database; warnings and errors still show.
+    for name in ("alembic", "mlflow.store.db.utils"):
+        logging.getLogger(name).setLevel(logging.WARNING)
+    # An explicit client per URI, never the global `mlflow.set_tracking_uri`: several studies
+    # (and test databases) can then coexist in one process.
+    return MlflowClient(tracking_uri=uri)
+
+
+def _quoted(value: str) -> str:
+    # MLflow's filter grammar has no escape for quotes; names and ids never need them.
+    if "'" in value or '"' in value:
+        raise ValueError(f"study names and trial ids may not contain quotes: {value!r}")
+    return f"'{value}'"
+
+
+def _all_pages(fetch: Any) -> list[Any]:
+    """Every item of a paged MLflow search; `fetch(page_token)` returns one page."""
+    items: list[Any] = []
+    token = None
+    while True:
+        page = fetch(token)
+        items.extend(page)
+        token = page.token
+        if not token:
+            return items
+
+
+def _search(client: Any, experiment_ids: list[str], where: str) -> list[Any]:
+    """All runs matching `where`, oldest first."""
+    order = ["attributes.start_time ASC"]
+    return _all_pages(
+        lambda t: client.search_runs(experiment_ids, where, order_by=order, page_token=t)
+    )
+
+
+def _experiment_id(client: Any, name: str, artifact_root: Path | None) -> str:
+    from mlflow.exceptions import MlflowException
+
+    exp = client.get_experiment_by_name(name)
+    if exp is None:
+        # Artifacts next to the database, not in an `mlruns/` of whatever the cwd happens to be.
+        location = None if artifact_root is None else artifact_root.as_uri()
+        try:
+            return client.create_experiment(name, artifact_location=location)
+        except MlflowException:  # another process created it first
+            exp = client.get_experiment_by_name(name)
+            if exp is None:
+                raise
+    if exp.lifecycle_stage != "active":
+        raise ValueError(f"MLflow experiment {name!r} is deleted: restore it or use another name")
+    return exp.experiment_id
+
+
+def _chunks(items: list[Any], size: int) -> Iterator[list[Any]]:
+    for i in range(0, len(items), size):
+        yield items[i : i + size]
+
+
+def _text(value: Any) -> str:
+    """A param/tag value as text: JSON for containers (tuples read back as lists), else str."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, (tuple, list, dict)):
+        return json.dumps(value, default=str)
+    return str(value)
+
+
+class MLflowStudy:
+    """The parent run of one study; hands out one child run (an `MLflowTracker`) per trial.
+    Open it once in the coordinating process before fanning out (after `init_store`), so that
+    workers opening it again find the parent run instead of racing to create two."""
+
+    def __init__(self, uri: str, study_name: str, *, experiment: str | None = None) -> None:
+        self.uri, self.study_name = uri, study_name
+        self._study_filter = f"tags.`{STUDY}` = {_quoted(study_name)}"
+        self._client = _client(uri)
+        path = _sqlite_path(uri)
+        root = None if path is None else path.parent / "artifacts"
+        self.experiment_id = _experiment_id(self._client, experiment or study_name, root)
+        self.run_id = self._open_parent()
+
+    def _open_parent(self) -> str:
+        where = f"tags.`{KIND}` = 'study' and {self._study_filter}"
+        runs = _search(self._client, [self.experiment_id], where)
+        if not runs:
+            tags = {KIND: "study", STUDY: self.study_name}
+            return self._client.create_run(
+                self.experiment_id, tags=tags, run_name=self.study_name
+            ).info.run_id
+        run = runs[0]  # the oldest, should a race ever have created two
+        if run.info.status != "RUNNING":
+            self._client.update_run(run.info.run_id, status="RUNNING")
+        return run.info.run_id
+
+    def _trial_runs(self, trial_id: str | None = None) -> list[Any]:
+        where = f"tags.`{KIND}` = 'trial' and {self._study_filter}"
+        if trial_id is not None:
+            where += f" and tags.`{TRIAL}` = {_quoted(trial_id)}"
+        return _search(self._client, [self.experiment_id], where)
+
+    def set_tags(self, tags: Mapping[str, str]) -> None:
+        _set_tags(self._client, self.run_id, tags)
+
+    def log_artifact(self, path: str | Path, artifact_path: str | None = None) -> None:
+        self._client.log_artifact(self.run_id, str(path), artifact_path)
+
+    def trial_status(self) -> dict[str, str]:
+        """trial_id -> status of its child run; FINISHED wins over duplicates, else the latest."""
+        status: dict[str, str] = {}
+        for run in self._trial_runs():  # oldest first: a later run overrides an earlier one
+            trial_id = run.data.tags.get(TRIAL)
+            if trial_id is not None and status.get(trial_id) != "FINISHED":
+                status[trial_id] = run.info.status
+        return status
+
+    def trial_tracker(
+        self, trial_id: str, *, run_name: str, tags: Mapping[str, str]
+    ) -> MLflowTracker:
+        """The child run of `trial_id`: its unfinished run resumed (one run per trial, however
+        often it is restarted), else a new one. A FINISHED trial is never trained again."""
+        runs = self._trial_runs(trial_id)
+        finished = [r.info.run_id for r in runs if r.info.status == "FINISHED"]
+        if finished:
+            raise ValueError(f"trial {trial_id} already has a FINISHED run ({finished[0]})")
+        if runs:
+            run = runs[-1]
+            run_id = run.info.run_id
+            self._client.update_run(run_id, status="RUNNING")
+            resumes = int(run.data.tags.get("ablate.resumes", "0")) + 1
+            tags = {**tags, "ablate.resumes": str(resumes)}
+        else:
+            identity = {KIND: "trial", STUDY: self.study_name, TRIAL: trial_id, PARENT: self.run_id}
+            run = self._client.create_run(self.experiment_id, tags=identity, run_name=run_name)
+            run_id = run.info.run_id
+        tracker = MLflowTracker(self.uri, run_id, client=self._client)
+        tracker.set_tags(tags)
+        return tracker
+
+    def close(self, status: str = "FINISHED") -> None:
+        self._client.set_terminated(self.run_id, _terminal(status))
+
+
+def _terminal(status: str) -> str:
+    if status not in _TERMINAL:
+        raise ValueError(f"status must be one of {', '.join(_TERMINAL)}, got {status!r}")
+    return status
+
+
+def _set_tags(client: Any, run_id: str, tags: Mapping[str, Any]) -> None:
+    from mlflow.entities import RunTag
+
+    items = [RunTag(k, _text(v)[:TAG_MAX_CHARS]) for k, v in tags.items()]
+    for chunk in _chunks(items, _BATCH_PARAMS_TAGS):
+        client.log_batch(run_id, tags=chunk)
+
+
+class MLflowTracker:
+    """A `Tracker` writing to one MLflow run. Metrics are buffered: call `close` (or use it as a
+    context manager, which closes FAILED on an exception) so the tail is not lost."""
+
+    def __init__(self, uri: str, run_id: str, *, client: Any = None) -> None:
+        self.uri, self.run_id = uri, run_id
+        self._client = client if client is not None else _client(uri)
+        self._buffer: list[Any] = []
+        self._buffered_steps: set[int] = set()
+        self._closed = False
+
+    def log_params(self, params: Mapping[str, Any]) -> None:
+        from mlflow.entities import Param
+
+        values = {k: _text(v)[:PARAM_MAX_CHARS] for k, v in params.items()}
+        # Params are immutable; re-logging an identical one on resume is skipped, a changed one
+        # still raises (it would mean the trial's definition changed under the same id).
+        logged = self._client.get_run(self.run_id).data.params
+        new = [Param(k, v) for k, v in values.items() if logged.get(k) != v]
+        for chunk in _chunks(new, _BATCH_PARAMS_TAGS):
+            self._client.log_batch(self.run_id, params=chunk)
+        # Tags too, because the UI and search filter/group by tags more easily than by params.
+        self.set_tags({k: v for k, v in values.items() if k.startswith("algo.")})
+
+    def log_metrics(self, metrics: Mapping[str, float], step: int) -> None:
+        from mlflow.entities import Metric
+
+        now = int(time.time() * 1000)
+        for key, value in metrics.items():
+            value = float(value)
+            if not math.isnan(value):  # MLflow stores NaN but its UI and search choke on it
+                self._buffer.append(Metric(key, value, now, int(step)))
+        self._buffered_steps.add(int(step))
+        full = len(self._buffer) >= FLUSH_EVERY_METRICS
+        if full or len(self._buffered_steps) >= FLUSH_EVERY_STEPS:
+            self.flush()
+
+    def flush(self) -> None:
+        """Send the buffered metrics (also done every ~20 steps, at each eval and on close)."""
+        for chunk in _chunks(self._buffer, _BATCH_METRICS):
+            self._client.log_batch(self.run_id, metrics=chunk)
+        self._buffer, self._buffered_steps = [], set()
+
+    def log_samples(self, name: str, records: Sequence[Mapping[str, Any]], step: int) -> None:
+        """`samples/{name}_step{step:06d}.parquet` (parquet, not `log_table`, which breaks after
+        ~80 tables per run)."""
+        import pandas as pd
+
+        self.flush()  # an eval is a natural point to make the curves current
+        frame = pd.DataFrame([dict(r) for r in records])
+        with tempfile.TemporaryDirectory() as tmp:
+            path = Path(tmp) / f"{name}_step{step:06d}.parquet"
+            try:
+                frame.to_parquet(path, index=False)
+            except (TypeError, ValueError):  # mixed-type object columns: store them as text
+                frame.astype(
+                    {c: str for c in frame.columns if frame[c].dtype == object}
+                ).to_parquet(path, index=False)
+            self._client.log_artifact(self.run_id, str(path), "samples")
+
+    def set_tags(self, tags: Mapping[str, str]) -> None:
+        _set_tags(self._client, self.run_id, tags)
+
+    def log_dict(self, data: Mapping[str, Any], artifact_file: str) -> None:
+        """`data` as a JSON artifact at `artifact_file` (e.g. "config.json")."""
+        target = Path(artifact_file)
+        with tempfile.TemporaryDirectory() as tmp:
+            path = Path(tmp) / target.name
+            path.write_text(json.dumps(data, indent=2, default=str))
+            parent = target.parent.as_posix()
+            self._client.log_artifact(self.run_id, str(path), None if parent == "." else parent)
+
+    def log_artifact(self, path: str | Path, artifact_path: str | None = None) -> None:
+        self._client.log_artifact(self.run_id, str(path), artifact_path)
+
+    def close(self, status: str = "FINISHED") -> None:
+        """Flush, then end the run with FINISHED, FAILED or KILLED. Closing twice is a no-op."""
+        if self._closed:
+            return
+        status = _terminal(status)
+        try:
+            self.flush()
+        finally:  # a failed flush must not leave the run RUNNING forever
+            self._client.set_terminated(self.run_id, status)
+            self._closed = True
+
+    def __enter__(self) -> MLflowTracker:
+        return self
+
+    def __exit__(self, exc_type: Any, *_: Any) -> None:
+        self.close("FINISHED" if exc_type is None else "FAILED")
+
+
+def _git(*args: str) -> str | None:
+    try:
+        out = subprocess.run(
+            ["git", *args], cwd=Path(__file__).parent, capture_output=True, text=True, timeout=10
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() if out.returncode == 0 else None
+
+
+def environment_tags() -> dict[str, str]:
+    """Git commit of the code (plus whether the tree had uncommitted changes) and versions."""
+    commit = _git("rev-parse", "HEAD")
+    dirty = _git("status", "--porcelain", "--untracked-files=no")
+    tags = {
+        "git.commit": commit or "unknown",
+        "git.dirty": "unknown" if dirty is None else str(bool(dirty)).lower(),
+        "version.python": platform.python_version(),
+    }
+    for package in ("ablate", "torch", "transformers", "mlflow"):
+        try:
+            tags[f"version.{package}"] = metadata.version(package)
+        except metadata.PackageNotFoundError:
+            tags[f"version.{package}"] = "not installed"
+    return tags
+
+
+def algorithm_diff_tags(algo: Any, reference_algo: Any) -> dict[str, str]:
+    """`diff.<field>` = this arm's value for each field that differs from the reference arm, and
+    a one-line `diff` summary ("clip_high=0.28, loss_agg=token_mean", or "none")."""
+    diff = {k: _text(mine) for k, (mine, _) in algo.diff(reference_algo).items()}
+    tags = {f"diff.{k}": v[:TAG_MAX_CHARS] for k, v in diff.items()}
+    summary = ", ".join(f"{k}={v}" for k, v in diff.items()) or "none"
+    tags["diff"] = summary[:TAG_MAX_CHARS]
+    return tags
+
+
+def load_runs(uri: str, study_name: str) -> pandas.DataFrame:
+    """One row per trial run of a study (any experiment): run_id, trial_id, status, run_name,
+    start/end time, `params.*`, `tags.*` and the last value of each metric as `metrics.*`."""
+    import pandas as pd
+
+    client = _client(uri)
+    pages = _all_pages(lambda t: client.search_experiments(page_token=t))
+    experiments = [e.experiment_id for e in pages]
+    where = f"tags.`{KIND}` = 'trial' and tags.`{STUDY}` = {_quoted(study_name)}"
+    rows = []
+    for run in _search(client, experiments, where) if experiments else []:
+        info, data = run.info, run.data
+        row = {"run_id": info.run_id, "trial_id": data.tags.get(TRIAL), "status": info.status}
+        row.update(run_name=info.run_name, start_time=info.start_time, end_time=info.end_time)
+        row.update({f"params.{k}": v for k, v in data.params.items()})
+        row.update({f"tags.{k}": v for k, v in data.tags.items()})
+        row.update({f"metrics.{k}": v for k, v in data.metrics.items()})
+        rows.append(row)
+    return pd.DataFrame(rows, columns=None if rows else ["run_id", "trial_id", "status"])
+
+
+def metric_history(uri: str, run_id: str, key: str) -> list[tuple[int, float]]:
+    """[(step, value)] of one metric in step order (the full curve, unlike `search_runs`). A step
+    logged twice (a trial resumed from a checkpoint older than its last flush) keeps the later
+    value, which the resumed run computed."""
+    history = _client(uri).get_metric_history(run_id, key)
+    curve = {m.step: m.value for m in sorted(history, key=lambda m: (m.timestamp, m.step))}
+    return sorted(curve.items())

@@ -150,7 +150,7 @@ def test_step_budget_stops_where_it_should():
     )
     assert result.outcome == "finished" and result.steps == 3
     assert [s for s, _ in tracker.history("reward/mean")] == [1, 2, 3]
-    assert "eval/pass@1" in result.final_eval
+    assert "eval/pass_at_1" in result.final_eval
 
 
 def test_generated_token_budget_stops_early():

@@ -46,10 +46,43 @@ def show(name: str = typer.Argument(..., help="preset name, e.g. dapo")) -> None
     Console().print(table)
 
 
-def demo() -> None:
-    """Run the quickstart study on the CPU and write its report."""
+def demo(
+    results: str = typer.Option("results", help="results folder (MLflow db, checkpoints)"),
+    workers: int = typer.Option(2, min=1, help="local processes (one torch thread each)"),
+    study: str = typer.Option("studies/quickstart.py", help="the study to run"),
+) -> None:
+    """Run the quickstart study on the CPU (zoo built if needed) and print its summary."""
+    import time
+
     from rich.console import Console
 
+    from ablate.commands.run import print_summary, run_with_progress
+    from ablate.study import load_study
+
     console = Console()
-    console.print("[bold]ablate demo[/bold]: the quickstart study arrives with the studies issue.")
-    console.print("Available now: `ablate presets`, `ablate show <preset>`.")
+    loaded = load_study(study)
+    _ensure_zoo(loaded.base_models, console)
+    start = time.perf_counter()
+    outcomes = run_with_progress(loaded, results=results, workers=workers, tracking_uri=None)
+    print_summary(loaded, outcomes, results)
+    console.print(f"demo wall time: {time.perf_counter() - start:.0f} s")
+
+
+def _ensure_zoo(models, console) -> None:
+    """Build any zoo model the study needs that is neither shipped nor cached."""
+    from ablate.errors import ConfigError
+    from ablate.models import zoo_names, zoo_path
+
+    for name in models:
+        if name not in zoo_names():
+            continue
+        try:
+            zoo_path(name)
+        except ConfigError:
+            from ablate.models.build import build_recipe
+            from ablate.models.catalog import recipe_of
+            from ablate.models.store import cache_dir
+
+            recipe = recipe_of(name)
+            console.print(f"building zoo recipe {recipe.name!r} for {name!r} (minutes, once)")
+            build_recipe(recipe, cache_dir(recipe))

@@ -1,0 +1,139 @@
+"""`ablate run` (a study, with progress and resume), `ablate serve` / `ablate ui` (MLflow)."""
+
+from __future__ import annotations
+
+import typer
+
+
+def register(app: typer.Typer) -> None:
+    app.command("run")(run)
+    app.command("serve")(serve)
+    app.command("ui")(serve)
+
+
+def run(
+    study: str = typer.Argument(..., help="study file, e.g. studies/quickstart.py"),
+    workers: int = typer.Option(1, min=1, help="local processes (each gets cores/N threads)"),
+    results: str = typer.Option("results", help="results folder (MLflow db, checkpoints)"),
+    tracking_uri: str = typer.Option("", help="MLflow URI (default sqlite in --results)"),
+) -> None:
+    """Run a study: the Pass@G phase, then every trial not yet FINISHED (resumes)."""
+    from ablate.study import load_study
+
+    loaded = load_study(study)
+    outcomes = run_with_progress(
+        loaded, results=results, workers=workers, tracking_uri=tracking_uri or None
+    )
+    print_summary(loaded, outcomes, results, tracking_uri or None)
+
+
+def run_with_progress(study, *, results: str, workers: int, tracking_uri: str | None):
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+
+    from ablate.runner import RunHooks, run_study
+
+    columns = [
+        TextColumn("{task.description:<44}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+    ]
+    with Progress(*columns) as bar:
+        trials = bar.add_task("trials", total=len(study.trials()))
+        steps = bar.add_task("pass@G phase", total=None)
+
+        def on_trial_start(trial, index, total) -> None:
+            if trial is not None:
+                label = f"{trial.arm} | {trial.spec.model} | s{trial.spec.seed}"
+                bar.reset(steps, total=trial.spec.budget.max_steps, description=label[:44])
+
+        def on_step(step, total, metrics) -> None:
+            bar.update(steps, completed=step)
+
+        def on_passk(label, done, total) -> None:
+            bar.update(steps, description=f"pass@G {label}"[:44], completed=done, total=total)
+
+        hooks = RunHooks(
+            on_trial_start=on_trial_start,
+            on_step=on_step,
+            on_passk=on_passk,
+            on_trial_end=lambda out: bar.advance(trials),
+        )
+        return run_study(
+            study, results_dir=results, workers=workers, tracking_uri=tracking_uri, hooks=hooks
+        )
+
+
+def print_summary(study, outcomes, results: str, tracking_uri: str | None = None) -> None:
+    from pathlib import Path
+
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
+    from ablate import tracking
+    from ablate.runner import summary_rows
+
+    console = Console()
+    root = Path(results).resolve()
+    uri = tracking_uri or tracking.default_tracking_uri(root)
+    table = Table(title=escape(f"{study.name}: final eval pass@1, mean [min, max] over seeds"))
+    for col in ("arm", "model", "template", "seeds", "pass@1"):
+        table.add_column(col)
+    for r in summary_rows(tracking.load_runs(uri, study.name)):
+        table.add_row(
+            r["arm"],
+            r["model"],
+            r["template"],
+            str(r["n"]),
+            escape(f"{r['mean']:.3f} [{r['min']:.3f}, {r['max']:.3f}]"),
+        )
+    console.print(table)
+    for o in outcomes:
+        if o.outcome in ("failed", "diverged"):
+            console.print(
+                f"[red]{o.outcome}[/red] {escape(f'{o.arm} {o.model} seed {o.seed}: {o.message}')}"
+            )
+    console.print(f"MLflow database: {uri}  (browse: make ui)")
+    console.print(f"trial checkpoints: {root / study.name / 'trials'}")
+
+
+def serve(
+    results: str = typer.Option("results", help="results folder holding mlflow.db"),
+    host: str = typer.Option("127.0.0.1", help="bind address (loopback unless told otherwise)"),
+    port: int = typer.Option(5000),
+) -> None:
+    """Start the MLflow server/UI on the study database (127.0.0.1 by default)."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from ablate.tracking import default_tracking_uri
+
+    root = Path(results).resolve()
+    cmd = [
+        sys.executable,
+        "-m",
+        "mlflow",
+        "server",
+        "--backend-store-uri",
+        default_tracking_uri(root),
+        "--artifacts-destination",
+        (root / "artifacts").as_uri(),
+        "--host",
+        host,
+        "--port",
+        str(port),
+    ]
+    if host not in ("127.0.0.1", "localhost"):
+        cmd += ["--allowed-hosts", "*"]
+    raise typer.Exit(subprocess.call(cmd, env=os.environ.copy()))

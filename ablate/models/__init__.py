@@ -1,0 +1,66 @@
+"""Base models: the offline character tokenizer, the tiny pretrained zoo, and `load_model`.
+
+`load_model("rl_ready")` loads a zoo model (a ladder rung or a size); `load_model(path)` loads
+any local Hugging Face checkpoint folder. Both go through AutoModelForCausalLM /
+AutoTokenizer with the hub switched off, so nothing is ever downloaded."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from ablate.errors import ConfigError
+
+
+def zoo_names() -> list[str]:
+    """Every zoo model name (built or not): the ladder rungs, then the sizes."""
+    from ablate.models.catalog import model_names
+
+    return model_names()
+
+
+def zoo_path(name: str) -> Path:
+    """The folder of built zoo model `name`; ConfigError when unknown or not built yet."""
+    from ablate.models.catalog import recipe_of
+    from ablate.models.store import built_locations
+
+    recipe = recipe_of(name)
+    found = built_locations(recipe, name)
+    if not found:
+        raise ConfigError(
+            f"zoo model {name!r} is not built yet: run `ablate zoo build {recipe.name}`"
+        )
+    return found[0][1]
+
+
+def resolve_model_path(path_or_zoo_name: str | os.PathLike) -> Path:
+    """A zoo name's folder, or a local checkpoint folder (it must hold a config.json)."""
+    text = os.fspath(path_or_zoo_name)
+    if text in zoo_names():
+        return zoo_path(text)
+    path = Path(text).expanduser()
+    if (path / "config.json").is_file():
+        return path
+    raise ConfigError(
+        f"{text!r} is neither a zoo model nor a local Hugging Face checkpoint folder "
+        f"(with a config.json); zoo models: {', '.join(zoo_names())}"
+    )
+
+
+def load_model(path_or_zoo_name: str | os.PathLike):
+    """(model, tokenizer) for a zoo name or a local checkpoint folder, loaded offline, in
+    eval mode, fp32 on the CPU."""
+    path = resolve_model_path(path_or_zoo_name)
+    # local_files_only already forbids downloads; the variable also covers code it calls.
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
+    tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
+    model = AutoModelForCausalLM.from_pretrained(path, local_files_only=True)
+    model.eval()
+    return model, tokenizer
+
+
+__all__ = ["load_model", "resolve_model_path", "zoo_names", "zoo_path"]

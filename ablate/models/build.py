@@ -1,0 +1,189 @@
+"""Build a zoo recipe: pretrain once, checkpoint densely, measure each checkpoint's Pass@k
+under the training template, pick each ladder rung by measurement (capability jumps too
+steeply for step counts to be reliable), measure the picks under every eval template, save."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ablate.models import store
+from ablate.models.recipe import Rung, ZooRecipe
+
+#: progress(step, total_steps, loss, measured_or_None) — the CLI draws it; None = silent.
+Progress = Callable[[int, int, float, dict | None], None]
+
+
+@dataclass
+class BuiltModel:
+    name: str
+    step: int
+    path: Path
+    measured: dict[str, dict[str, float]]  # template -> {"pass1", "pass8", "format_ok"}
+    in_band: bool
+
+
+@dataclass
+class BuildResult:
+    recipe: ZooRecipe
+    out_dir: Path
+    models: list[BuiltModel]
+    curve: list[dict] = field(default_factory=list)  # per checkpoint: step, loss, pass1, pass8
+    seconds: float = 0.0
+
+
+def build_recipe(recipe: ZooRecipe, out_dir: Path, progress: Progress | None = None) -> BuildResult:
+    """Build every model of `recipe` into `out_dir/<name>/` (replacing what is there)."""
+    import torch
+
+    started = time.perf_counter()
+    threads = torch.get_num_threads()
+    torch.set_num_threads(recipe.pretrain.threads)
+    try:
+        with tempfile.TemporaryDirectory(prefix="ablate-zoo-") as scratch:
+            result = _build(recipe, Path(scratch), progress)
+            _install(result, Path(out_dir))
+    finally:
+        torch.set_num_threads(threads)
+    result.seconds = round(time.perf_counter() - started, 1)
+    _write_curve(result)
+    return result
+
+
+def _build(recipe: ZooRecipe, scratch: Path, progress: Progress | None) -> BuildResult:
+    from ablate.models.measure import measure_passk
+    from ablate.models.pretrain import build_model, train_steps
+    from ablate.models.tokenizer import build_char_tokenizer
+    from ablate.tasks import get_task, synthetic_charset
+    from ablate.templates import get_template
+
+    spec = recipe.pretrain
+    task = get_task(spec.task, seed=spec.seed, **dict(spec.task_options))
+    corpus_template = get_template(spec.template)
+    tokenizer = build_char_tokenizer(synthetic_charset())
+    model = build_model(recipe.size, tokenizer, spec.seed)
+    snapshots: dict[int, dict] = {}
+    curve: list[dict] = []
+    checkpoint_at = recipe.next_checkpoint(0, None)
+    for step, loss in train_steps(model, tokenizer, task, corpus_template, spec):
+        measured = None
+        if recipe.rungs and step == checkpoint_at:
+            measured = measure_passk(model, tokenizer, task, corpus_template, recipe.eval)
+            snapshots[step] = {k: v.detach().clone() for k, v in model.state_dict().items()}
+            curve.append({"step": step, "loss": round(loss, 4), **measured})
+            checkpoint_at = recipe.next_checkpoint(step, measured)
+        if progress is not None:
+            progress(step, spec.max_steps, loss, measured)
+        if measured and recipe.stop_at_pass1 and measured["pass1"] >= recipe.stop_at_pass1:
+            break
+    if not recipe.rungs:
+        snapshots[step] = model.state_dict()
+        curve.append({"step": step, "loss": round(loss, 4)})
+    picks = pick_rungs(recipe.rungs, curve) if recipe.rungs else {recipe.name: (step, True)}
+    models = []
+    for name, (pick_step, in_band) in picks.items():
+        model.load_state_dict(snapshots[pick_step])
+        # The training template was measured on the curve already (same weights, same seed).
+        known = next((c for c in curve if c["step"] == pick_step and "pass1" in c), None)
+        measured = {
+            t: _curve_measurement(known)
+            if known and t == spec.template
+            else measure_passk(model, tokenizer, task, get_template(t), recipe.eval)
+            for t in recipe.eval.templates
+        }
+        meta = _meta(recipe, name, pick_step, measured, in_band)
+        store.save_checkpoint(model, tokenizer, scratch / name, meta)
+        models.append(BuiltModel(name, pick_step, scratch / name, measured, in_band))
+    return BuildResult(recipe=recipe, out_dir=scratch, models=models, curve=curve)
+
+
+def _curve_measurement(point: dict) -> dict[str, float]:
+    return {k: v for k, v in point.items() if k not in ("step", "loss")}
+
+
+def pick_rungs(rungs: tuple[Rung, ...], curve: list[dict]) -> dict[str, tuple[int, bool]]:
+    """rung -> (step, in_band): the in-band checkpoint nearest the rung's target (earliest on a
+    tie); when none is in band, the nearest overall, flagged out of band."""
+    picks = {}
+    for rung in rungs:
+        candidates = [c for c in curve if rung.in_band(c)] or curve
+        best = min(candidates, key=lambda c: (rung.distance(c), c["step"]))
+        picks[rung.name] = (best["step"], rung.in_band(best))
+    return picks
+
+
+def _meta(recipe: ZooRecipe, name: str, step: int, measured: dict, in_band: bool) -> dict:
+    rung = next((r for r in recipe.rungs if r.name == name), None)
+    return {
+        "name": name,
+        "description": rung.description if rung else recipe.description,
+        "recipe_name": recipe.name,
+        "recipe_hash": recipe.content_hash(),
+        "recipe": recipe.as_dict(),
+        "step": step,
+        "measured": measured,
+        "in_band": in_band,
+    }
+
+
+def _install(result: BuildResult, out_dir: Path) -> None:
+    """Move the finished folders into place, one rung at a time (never a half-written one)."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for built in result.models:
+        target = out_dir / built.name
+        if target.exists():
+            shutil.rmtree(target)
+        shutil.move(str(built.path), str(target))
+        built.path = target
+    result.out_dir = out_dir
+
+
+def _write_curve(result: BuildResult) -> None:
+    if result.recipe.rungs:
+        record = {
+            "recipe_name": result.recipe.name,
+            "recipe_hash": result.recipe.content_hash(),
+            "build_seconds": result.seconds,
+            "checkpoints": result.curve,
+        }
+        path = result.out_dir / f"{result.recipe.name}.curve.json"
+        path.write_text(json.dumps(record, indent=2) + "\n")
+
+
+@dataclass
+class CheckRow:
+    name: str
+    same_weights: bool
+    same_measurement: bool
+    in_band: bool
+
+    @property
+    def ok(self) -> bool:
+        return self.same_weights and self.same_measurement and self.in_band
+
+
+def check_recipe(
+    recipe: ZooRecipe, reference_dir: Path, progress: Progress | None = None
+) -> tuple[BuildResult, list[CheckRow]]:
+    """Rebuild `recipe` in a scratch folder and compare every model with `reference_dir/<name>`:
+    bit-identical weights, identical measured Pass@k, and each rung inside its bands."""
+    with tempfile.TemporaryDirectory(prefix="ablate-zoo-check-") as scratch:
+        result = build_recipe(recipe, Path(scratch), progress)
+        rows = []
+        for built in result.models:
+            reference = store.read_meta(Path(reference_dir) / built.name) or {}
+            rows.append(
+                CheckRow(
+                    name=built.name,
+                    same_weights=reference.get("weights_sha256")
+                    == store.weights_sha256(built.path),
+                    same_measurement=reference.get("measured") == built.measured,
+                    in_band=built.in_band,
+                )
+            )
+    return result, rows

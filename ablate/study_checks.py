@@ -1,0 +1,164 @@
+"""Every check a study must pass before anything runs; each returns readable problems."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ablate.errors import AblateError
+
+if TYPE_CHECKING:
+    from ablate.study import Study
+
+
+def study_problems(study: Study) -> list[str]:
+    problems: list[str] = []
+    if not re.fullmatch(r"[A-Za-z0-9_.-]+", study.name or ""):
+        problems.append(f"name {study.name!r} must be non-empty letters, digits, '_', '.', '-'")
+    for check in (
+        _arm_problems,
+        _model_problems,
+        _template_problems,
+        _seed_problems,
+        _task_problems,
+        _setting_problems,
+        _cell_problems,
+        _passk_problems,
+        _search_problems,
+    ):
+        problems.extend(check(study))
+    return problems
+
+
+def _arm_problems(study: Study) -> list[str]:
+    if not study.arms:
+        return ["arms is empty: add at least one arm (e.g. arm('grpo', 'grpo'))"]
+    out, names = [], [a.name for a in study.arms]
+    dupes = sorted({n for n in names if names.count(n) > 1})
+    if dupes:
+        out.append(f"duplicate arm names {dupes}: every arm needs its own name")
+    for a in study.arms:
+        try:
+            a.algorithm.resolve(max_new_tokens=study.budget.max_new_tokens)
+        except AblateError as exc:
+            out.append(f"arm {a.name!r}: {exc}".replace("\n", " "))
+    if study.reference is not None and study.reference not in names:
+        out.append(f"reference arm {study.reference!r} is not one of the arms {names}")
+    return out
+
+
+def model_is_known(name: str) -> bool:
+    from ablate.models import zoo_names
+
+    return name in zoo_names() or (Path(name).expanduser() / "config.json").is_file()
+
+
+def _model_problems(study: Study) -> list[str]:
+    if not study.base_models:
+        return ["base_models is empty"]
+    from ablate.models import zoo_names
+
+    return [
+        f"unknown base model {m!r}: not a zoo model ({', '.join(zoo_names())}) nor a local "
+        "checkpoint folder with a config.json"
+        for m in study.base_models
+        if not model_is_known(m)
+    ]
+
+
+def _template_problems(study: Study) -> list[str]:
+    from ablate.templates import template_names
+
+    if not study.templates:
+        return ["templates is empty"]
+    valid = template_names()
+    return [
+        f"unknown template {t!r}; valid: {', '.join(valid)}"
+        for t in study.templates
+        if t not in valid
+    ]
+
+
+def _seed_problems(study: Study) -> list[str]:
+    seeds = list(study.seeds)
+    if not seeds:
+        return ["seeds is empty: give at least one seed (paired comparisons want >= 2)"]
+    out = [
+        f"seed {s!r} is not an integer"
+        for s in seeds
+        if not isinstance(s, int) or isinstance(s, bool)
+    ]
+    if len(set(seeds)) != len(seeds):
+        out.append(f"duplicate seeds in {seeds}")
+    return out
+
+
+def _task_problems(study: Study) -> list[str]:
+    from ablate.tasks import get_task
+
+    try:
+        get_task(study.task, **dict(study.task_options))
+    except AblateError as exc:
+        return [f"task: {exc}"]
+    return []
+
+
+def _setting_problems(study: Study) -> list[str]:
+    out = study.budget.problems() + study.optim.problems() + study.eval.problems()
+    if study.checkpoint_every < 0:
+        out.append(f"checkpoint_every={study.checkpoint_every} must be >= 0")
+    return out
+
+
+def _cell_problems(study: Study) -> list[str]:
+    arms = {a.name for a in study.arms}
+    out = []
+    for i, cells in enumerate(study.extra):
+        for a in cells.arms or ():
+            if a not in arms:
+                out.append(f"extra[{i}] names unknown arm {a!r}")
+        for m in cells.base_models or ():
+            if not model_is_known(m):
+                out.append(f"extra[{i}] names unknown base model {m!r}")
+        for t in cells.templates or ():
+            if t not in study.templates:
+                out.append(f"extra[{i}] template {t!r} is not one of the study's templates")
+        if cells.seeds is not None and not cells.seeds:
+            out.append(f"extra[{i}] has an empty seed list")
+    return out
+
+
+def _passk_problems(study: Study) -> list[str]:
+    p = study.passk
+    if p is None:
+        return []
+    from ablate.templates import template_names
+
+    out = []
+    if p.n < 1 or not p.ks or any(not 1 <= k <= p.n for k in p.ks):
+        out.append(f"passk: ks={tuple(p.ks)} must lie in 1..n={p.n}")
+    if p.max_problems < 1:
+        out.append("passk: max_problems must be >= 1")
+    out += [
+        f"passk: unknown template {t!r}" for t in p.templates or () if t not in template_names()
+    ]
+    return out
+
+
+def _search_problems(study: Study) -> list[str]:
+    from ablate.algorithms import Algorithm
+    from ablate.trial import Optim
+
+    valid = {
+        "algorithm": {f.name for f in dataclasses.fields(Algorithm)},
+        "optim": {f.name for f in dataclasses.fields(Optim)},
+    }
+    out = []
+    for name, dim in study.search.items():
+        if dim.target not in valid or name not in valid[dim.target]:
+            out.append(f"search: {name!r} is not a field of {dim.target}")
+        if dim.choices is None and (dim.low is None or dim.high is None or dim.low >= dim.high):
+            out.append(f"search: {name!r} needs choices or low < high")
+    return out

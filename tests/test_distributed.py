@@ -1,0 +1,315 @@
+"""Distributed workers: the fast tests use a sqlite Optuna storage and a stub trainer (the claim,
+skip, retry and enqueue logic); the end-to-end test starts a real PostgreSQL server holding both
+the Optuna storage and the MLflow store, and two `ablate worker` processes share a study."""
+
+from __future__ import annotations
+
+import os
+import pwd
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from ablate import runner
+from ablate.distributed import (
+    TRIAL_ATTR,
+    Heartbeat,
+    WorkerConfig,
+    claim_waiting,
+    driver_url,
+    prepare,
+    run_worker,
+)
+from ablate.errors import ConfigError
+from ablate.runner import TrialOutcome
+from ablate.study import Budget, EvalSpec, Study, arm, load_study
+from ablate.tracking import MLflowStudy, load_runs
+
+pytestmark = pytest.mark.filterwarnings("ignore:The ``noload`` loader strategy:DeprecationWarning")
+
+STUDY_FILE = """
+from ablate.study import Budget, EvalSpec, Study, arm
+
+STUDY = Study(
+    name={name!r},
+    base_models=["hopeless"],
+    arms=[arm("grpo", "grpo"), arm("dr_grpo", "dr_grpo"), arm("gspo", "gspo")],
+    seeds=[0, 1],
+    budget=Budget(max_steps=2, prompts_per_step=2, group_size=2, max_new_tokens=16),
+    eval=EvalSpec(at_start=False, max_problems=2, n_samples=2, ks=(1,)),
+    passk=None,
+    checkpoint_every=1,
+)
+"""
+
+
+def six_trial_study(name: str) -> Study:
+    return Study(
+        name=name,
+        base_models=["hopeless"],
+        arms=[arm("grpo", "grpo"), arm("dr_grpo", "dr_grpo"), arm("gspo", "gspo")],
+        seeds=[0, 1],
+        budget=Budget(max_steps=2, prompts_per_step=2, group_size=2, max_new_tokens=16),
+        eval=EvalSpec(at_start=False, max_problems=2, n_samples=2, ks=(1,)),
+        passk=None,
+    )
+
+
+# --- fast: sqlite storage, stub trainer ------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def mlflow_uri(tmp_path_factory) -> str:
+    """One MLflow database for the module (a fresh one costs seconds of migrations); every test
+    uses its own study name in it."""
+    return f"sqlite:///{tmp_path_factory.mktemp('mlflow') / 'mlflow.db'}"
+
+
+@pytest.fixture
+def config(tmp_path, mlflow_uri) -> WorkerConfig:
+    return WorkerConfig(
+        storage=f"sqlite:///{tmp_path / 'optuna.db'}",
+        tracking_uri=mlflow_uri,
+        results_dir=tmp_path / "results",
+        heartbeat_interval=1,
+        grace_period=60,
+    )
+
+
+@pytest.fixture
+def ran(monkeypatch) -> list[str]:
+    """Replace the trainer behind `run_trial`: finish the trial's MLflow run, record its id."""
+    calls: list[str] = []
+    parents: dict[tuple[str, str], MLflowStudy] = {}  # opening one costs ~0.6 s
+
+    def fake_run_trial(study, trial, uri, study_dir, hooks, index, total):
+        calls.append(trial.id)
+        if (uri, study.name) not in parents:
+            parents[uri, study.name] = MLflowStudy(uri, study.name)
+        parent = parents[uri, study.name]
+        tracker = parent.trial_tracker(trial.id, run_name="x", tags={})
+        tracker.close("FINISHED")
+        s = trial.spec
+        return TrialOutcome(
+            trial.id,
+            trial.arm,
+            s.model,
+            s.template,
+            s.seed,
+            "finished",
+            final_eval={"eval/pass_at_1": 0.25},
+        )
+
+    monkeypatch.setattr(runner, "run_trial", fake_run_trial)
+    return calls
+
+
+def optuna_trials(config: WorkerConfig, name: str):
+    import optuna
+
+    return optuna.load_study(study_name=name, storage=config.storage).get_trials()
+
+
+def test_worker_runs_each_trial_once_skips_finished_and_invents_none(config, ran):
+    study = six_trial_study("fast")
+    ids = [t.id for t in study.trials()]
+    MLflowStudy(config.tracking_uri, study.name).trial_tracker(
+        ids[0], run_name="done before", tags={}
+    ).close("FINISHED")
+
+    outcomes = run_worker(study, config)
+    again = run_worker(study, config)  # a late worker: nothing left, and it adds nothing
+
+    assert sorted(ran) == sorted(ids[1:])
+    assert [o.outcome for o in outcomes].count("skipped") == 1
+    assert again == []
+    trials = optuna_trials(config, study.name)
+    assert len(trials) == 6  # no trial invented by the sampler, none enqueued twice
+    assert sorted(t.user_attrs[TRIAL_ATTR] for t in trials) == sorted(ids)
+    states = sorted(t.state.name for t in trials)
+    assert states == ["COMPLETE"] * 5 + ["PRUNED"]  # the skipped one is not a result
+    assert {t.value for t in trials if t.state.name == "COMPLETE"} == {0.25}
+
+
+def test_stale_trial_is_failed_and_retried_once(config, ran):
+    study = six_trial_study("stale")
+    config = WorkerConfig(**{**config.__dict__, "grace_period": 1})
+    optuna_study = prepare(study, config)
+    dead = claim_waiting(optuna_study)  # a worker that claims a trial, beats once and dies
+    with Heartbeat(optuna_study, dead._trial_id, interval=60):
+        pass
+    time.sleep(2.5)
+
+    run_worker(study, config)
+
+    assert sorted(ran) == sorted(t.id for t in study.trials())  # the dead one ran once, here
+    trials = optuna_trials(config, study.name)
+    assert len(trials) == 7
+    failed = [t for t in trials if t.state.name == "FAIL"]
+    assert [t.number for t in failed] == [dead.number]
+    retry = [t for t in trials if t.system_attrs.get("failed_trial") == dead.number]
+    assert len(retry) == 1 and retry[0].state.name == "COMPLETE"
+    assert retry[0].user_attrs[TRIAL_ATTR] == dead.user_attrs[TRIAL_ATTR]
+
+
+def test_concurrent_setup_enqueues_each_trial_once_and_one_parent(config):
+    study = six_trial_study("race")
+    errors: list[BaseException] = []
+
+    def setup() -> None:
+        try:
+            prepare(study, config)
+        except BaseException as exc:  # re-raised in the test thread below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=setup) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+
+    assert not errors
+    trials = optuna_trials(config, study.name)
+    assert sorted(t.user_attrs[TRIAL_ATTR] for t in trials) == sorted(t.id for t in study.trials())
+    assert len(_parent_runs(config.tracking_uri, study.name)) == 1
+
+
+def test_storage_urls():
+    assert driver_url("postgresql://u:p@h:5/db") == "postgresql+psycopg2://u:p@h:5/db"
+    assert driver_url("sqlite:///x.db") == "sqlite:///x.db"
+    config = WorkerConfig(storage="mysql://h/db", tracking_uri="sqlite:///m.db", results_dir="r")
+    with pytest.raises(ConfigError, match="postgresql://"):
+        prepare(six_trial_study("bad"), config)
+
+
+def _parent_runs(uri: str, name: str) -> list:
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=driver_url(uri))
+    where = f"tags.`ablate.kind` = 'study' and tags.`ablate.study` = '{name}'"
+    exps = [e.experiment_id for e in client.search_experiments()]
+    return client.search_runs(exps, where)
+
+
+# --- end to end: PostgreSQL, two worker processes, real (tiny) trials ------------------------
+
+
+def _pg_bin() -> Path | None:
+    found = shutil.which("initdb")
+    if found:
+        return Path(found).resolve().parent  # /usr/local/bin may hold only a few links
+    versions = sorted(Path("/usr/lib/postgresql").glob("*/bin/initdb"))
+    return versions[-1].parent if versions else None
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def postgres():
+    """A throwaway PostgreSQL server on loopback with databases `optuna` and `mlflow`; as root,
+    the server runs as the `postgres` OS user (PostgreSQL refuses to run as root)."""
+    bindir = _pg_bin()
+    if bindir is None:
+        pytest.skip("PostgreSQL binaries (initdb, pg_ctl) not installed")
+    as_user: list[str] = []
+    root = Path(tempfile.mkdtemp(prefix="ablate-pg-"))  # short: unix socket paths are limited
+    if os.geteuid() == 0:
+        try:
+            owner = pwd.getpwnam("postgres")
+        except KeyError:
+            pytest.skip("running as root and there is no `postgres` OS user to run the server")
+        os.chown(root, owner.pw_uid, owner.pw_gid)
+        as_user = ["runuser", "-u", "postgres", "--"]
+    port, data = _free_port(), root / "data"
+
+    def pg(tool: str, *args: str) -> None:
+        subprocess.run([*as_user, str(bindir / tool), *args], check=True, capture_output=True)
+
+    pg("initdb", "-D", str(data), "-A", "trust", "-U", "postgres", "--no-sync")
+    options = f"-k {root} -p {port} -c listen_addresses=127.0.0.1 -c fsync=off"
+    try:
+        pg("pg_ctl", "-D", str(data), "-l", str(root / "log"), "-w", "-o", options, "start")
+        for db in ("optuna", "mlflow"):
+            pg("createdb", "-h", "127.0.0.1", "-p", str(port), "-U", "postgres", db)
+        yield {
+            name: f"postgresql://postgres@127.0.0.1:{port}/{name}" for name in ("optuna", "mlflow")
+        }
+    finally:
+        subprocess.run(
+            [*as_user, str(bindir / "pg_ctl"), "-D", str(data), "-m", "immediate", "stop"],
+            capture_output=True,
+        )
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def _zoo_model_built(name: str) -> bool:
+    from ablate.models import zoo_path
+
+    try:
+        zoo_path(name)
+    except ConfigError:
+        return False
+    return True
+
+
+def test_two_workers_share_a_study_on_postgres(postgres, tmp_path):
+    if not _zoo_model_built("hopeless"):
+        pytest.skip("zoo model 'hopeless' not built (ablate zoo build ladder)")
+    study_file = tmp_path / "dist.py"
+    study_file.write_text(STUDY_FILE.format(name="dist"))
+    cmd = [
+        sys.executable,
+        "-m",
+        "ablate.cli",
+        "worker",
+        str(study_file),
+        "--storage",
+        postgres["optuna"],
+        "--tracking-uri",
+        postgres["mlflow"],
+        "--threads",
+        "1",
+        "--heartbeat-interval",
+        "5",
+        "--grace-period",
+        "60",
+    ]
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+    workers = [
+        subprocess.Popen(
+            [*cmd, "--results", str(tmp_path / f"w{i}")],
+            cwd=tmp_path,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        for i in range(2)
+    ]
+    logs = [w.communicate(timeout=240)[0] for w in workers]
+
+    assert [w.returncode for w in workers] == [0, 0], "\n".join(logs)
+    counts = [int(re.search(r"worker ran (\d+) trial", log).group(1)) for log in logs]
+    assert sum(counts) == 6, logs  # split between the workers as they come (not asserted)
+    runs = load_runs(driver_url(postgres["mlflow"]), "dist")
+    expected = {t.id for t in load_study(study_file).trials()}
+    assert len(runs) == 6 and set(runs["trial_id"]) == expected  # no trial ran twice
+    assert set(runs["status"]) == {"FINISHED"}
+    parents = _parent_runs(postgres["mlflow"], "dist")
+    assert len(parents) == 1 and parents[0].info.status == "FINISHED"
+    import optuna
+
+    trials = optuna.load_study(study_name="dist", storage=driver_url(postgres["optuna"]))
+    assert sorted(t.state.name for t in trials.get_trials()) == ["COMPLETE"] * 6

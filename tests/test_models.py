@@ -1,0 +1,125 @@
+"""ablate.models: the char tokenizer, model folders that reload offline, load_model, recipes."""
+
+from __future__ import annotations
+
+import random
+import string
+
+import pytest
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+from ablate.errors import ConfigError
+from ablate.models import load_model, resolve_model_path, zoo_names
+from ablate.models.pretrain import IGNORE_INDEX, CorpusLine, build_model, encode_batch
+from ablate.models.recipe import ModelSize
+from ablate.models.store import save_checkpoint
+from ablate.models.tokenizer import SPECIAL_TOKENS, build_char_tokenizer, char_vocab
+from ablate.tasks import get_task, synthetic_charset
+from ablate.templates import get_template, template_names
+
+MICRO = ModelSize(hidden=32, intermediate=64, layers=1, heads=2, max_positions=192)
+TRICKY = "Question: 28 + 65 =\n\tAnswer:  28+65=93;#### 93 . , ! ? <b> {x} \\boxed{1}\n\n"
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    return build_char_tokenizer(synthetic_charset())
+
+
+@pytest.fixture(scope="module")
+def saved_micro_model(tmp_path_factory, tokenizer):
+    folder = tmp_path_factory.mktemp("micro-model")
+    model = build_model(MICRO, tokenizer, seed=0)
+    save_checkpoint(model, tokenizer, folder, {"name": "micro"})
+    return model, folder
+
+
+def synthetic_texts() -> list[str]:
+    """Prompt + worked solution of every synthetic task variant under every template."""
+    tasks = [
+        get_task("arithmetic", layout="pre"),
+        get_task("arithmetic", layout="tail", shuffle_steps=True),
+        get_task("countdown"),
+    ]
+    texts, rng = [], random.Random(0)
+    for task in tasks:
+        for problem in task.problems("eval")[:5]:
+            for name in template_names():
+                template = get_template(name)
+                texts.append(template.render(problem.question))
+                texts.append(task.sample_solution(problem, template, rng))
+    return texts
+
+
+def test_round_trip_every_task_text_after_reload(saved_micro_model, monkeypatch):
+    # A Llama config sits in the folder: AutoTokenizer must keep our tokenizer (with a Qwen2
+    # config it swaps in Qwen2's and silently drops spaces).
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    reloaded = AutoTokenizer.from_pretrained(saved_micro_model[1], local_files_only=True)
+    texts = [TRICKY, string.printable, *synthetic_texts()]
+    assert any(" " in t and "\n" in t for t in texts)
+    for text in texts:
+        ids = reloaded(text)["input_ids"]
+        assert len(ids) == len(text) + 1  # one token per character, plus <bos>
+        assert reloaded.unk_token_id not in ids
+        assert reloaded.decode(ids, skip_special_tokens=True) == text
+
+
+def test_encoding_prepends_bos_and_specials_have_fixed_ids(tokenizer):
+    ids = tokenizer("ab")["input_ids"]
+    assert ids[0] == tokenizer.bos_token_id
+    assert [tokenizer.pad_token_id, tokenizer.bos_token_id, tokenizer.eos_token_id] == [0, 1, 2]
+    assert tokenizer.decode(tokenizer("é")["input_ids"][1:]) == "<unk>"
+
+
+def test_vocab_ids_do_not_depend_on_charset_order():
+    assert char_vocab("zyx\n") == char_vocab("\nxyz")
+    assert list(char_vocab())[: len(SPECIAL_TOKENS)] == list(SPECIAL_TOKENS)
+    with pytest.raises(ValueError, match="single characters"):
+        char_vocab(["ab"])
+
+
+def test_reloaded_model_gives_identical_logits(saved_micro_model, monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    model, folder = saved_micro_model
+    reloaded = AutoModelForCausalLM.from_pretrained(folder, local_files_only=True)
+    assert reloaded.config.model_type == "llama"
+    loaded, tok = load_model(str(folder))
+    ids = tok([TRICKY], return_tensors="pt")["input_ids"]
+    with torch.no_grad():
+        expected = model.eval()(ids).logits
+        assert torch.equal(reloaded.eval()(ids).logits, expected)
+        assert torch.equal(loaded(ids).logits, expected)
+    assert (folder / "model.safetensors").is_file()
+
+
+def test_sizes_have_the_documented_parameter_counts(tokenizer):
+    small = build_model(ModelSize(), tokenizer, seed=0)
+    large = build_model(ModelSize(hidden=256, intermediate=1024, layers=4), tokenizer, seed=0)
+    assert small.config.tie_word_embeddings
+    assert 0.52e6 < small.num_parameters() < 0.55e6
+    assert 4.1e6 < large.num_parameters() < 4.3e6
+
+
+def test_loss_covers_completion_and_eos_only(tokenizer):
+    batch = encode_batch([CorpusLine("Q:1+2\n", "3"), CorpusLine("Q:10", " 5;#### 5")], tokenizer)
+    labels, ids = batch["labels"], batch["input_ids"]
+    assert labels[0].ne(IGNORE_INDEX).sum() == 2  # "3" + <eos>
+    assert labels[1].ne(IGNORE_INDEX).sum() == len(" 5;#### 5") + 1
+    first = labels[0].ne(IGNORE_INDEX).nonzero().flatten().tolist()
+    assert ids[0, first].tolist() == [tokenizer.convert_tokens_to_ids("3"), 2]
+    assert batch["attention_mask"][0].sum() == 1 + 6 + 2  # bos + prompt + completion + eos
+
+
+def test_unknown_model_is_a_config_error_listing_the_zoo():
+    with pytest.raises(ConfigError) as info:
+        load_model("no-such-model")
+    for name in ("hopeless", "mid", "rl_ready", "saturated"):
+        assert name in zoo_names() and name in str(info.value)
+
+
+def test_unbuilt_size_says_how_to_build_it(monkeypatch, tmp_path):
+    monkeypatch.setenv("ABLATE_CACHE", str(tmp_path))
+    with pytest.raises(ConfigError, match="ablate zoo build base-4m"):
+        resolve_model_path("base-4m")

@@ -1,0 +1,94 @@
+"""`ablate run`: Pass@G phase, trials into MLflow, resume after SIGKILL without duplicates."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from ablate import tracking
+from ablate.models import zoo_names
+from ablate.study import load_study
+
+pytestmark = pytest.mark.skipif("hopeless" not in zoo_names(), reason="zoo not available")
+
+STUDY = """
+from ablate.study import Budget, EvalSpec, PassKSpec, Study, arm
+
+STUDY = Study(
+    name="six",
+    base_models=["hopeless"],
+    arms=[
+        arm("grpo", "grpo", kl_coef=0.0),
+        arm("dr_grpo", "dr_grpo"),
+        arm("gspo", "gspo", minibatches=2),
+    ],
+    seeds=[0, 1],
+    budget=Budget(max_steps={steps}, prompts_per_step=2, group_size=2, max_new_tokens=16),
+    eval=EvalSpec(at_start=False, max_problems=2, n_samples=2, ks=(1,)),
+    passk={passk},
+    checkpoint_every=1,
+)
+"""
+
+
+def write_study(tmp_path: Path, steps: int, passk: str = "None") -> Path:
+    path = tmp_path / "six.py"
+    path.write_text(textwrap.dedent(STUDY.format(steps=steps, passk=passk)))
+    return path
+
+
+def ablate_run(study: Path, results: Path, **kw) -> subprocess.Popen:
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    cmd = [sys.executable, "-m", "ablate.cli", "run", str(study), "--results", str(results)]
+    return subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, **kw)
+
+
+def finished_runs(results: Path):
+    runs = tracking.load_runs(tracking.default_tracking_uri(results), "six")
+    return runs
+
+
+def test_sigkill_mid_trial_then_rerun_gives_exactly_six_finished_runs(tmp_path):
+    study, results = write_study(tmp_path, steps=6), tmp_path / "results"
+    proc = ablate_run(study, results)
+    trials = results / "six" / "trials"
+    deadline = time.time() + 120
+    # kill once the second trial has written a checkpoint (the first has then finished)
+    while time.time() < deadline and proc.poll() is None:
+        states = list(trials.glob("*/checkpoint/state.json")) if trials.exists() else []
+        if len(states) >= 2:
+            break
+        time.sleep(0.05)
+    assert proc.poll() is None, "the study ended before it could be killed"
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    killed = finished_runs(results)
+    assert "RUNNING" in set(killed["status"]), "the kill should leave one trial RUNNING"
+    rerun = ablate_run(study, results)
+    _, err = rerun.communicate(timeout=300)
+    assert rerun.returncode == 0, err.decode()[-2000:]
+    runs = finished_runs(results)
+    expected = {t.id for t in load_study(study).trials()}
+    assert len(runs) == 6 and set(runs["trial_id"]) == expected
+    assert set(runs["status"]) == {"FINISHED"}
+    params = [c for c in runs.columns if c.startswith("params.algo.")]
+    assert len(params) >= 21  # every Algorithm field is a param
+
+
+def test_passk_phase_is_logged_and_cached(tmp_path):
+    study = write_study(tmp_path, steps=1, passk="PassKSpec(n=2, ks=(1, 2), max_problems=3)")
+    results = tmp_path / "results"
+    for _ in range(2):
+        proc = ablate_run(study, results)
+        _, err = proc.communicate(timeout=300)
+        assert proc.returncode == 0, err.decode()[-2000:]
+    assert len(list((results / "passk-cache").glob("*.csv"))) == 1  # computed once, then cached
+    table = (results / "six" / "passk.csv").read_text().splitlines()
+    assert table[0].startswith("model,template,k") and len(table) == 1 + 2  # k = 1, 2

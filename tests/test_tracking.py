@@ -1,0 +1,281 @@
+"""The MLflow tracker against a real sqlite store: one database for the whole module (a fresh one
+costs ~2.5 s of migrations); each test opens its own study in it, so tests stay independent."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from ablate.algorithms import Algorithm
+from ablate.tracking import (
+    FLUSH_EVERY_STEPS,
+    PARAM_MAX_CHARS,
+    TAG_MAX_CHARS,
+    MemoryTracker,
+    MLflowStudy,
+    MLflowTracker,
+    NullTracker,
+    Tracker,
+    algorithm_diff_tags,
+    default_tracking_uri,
+    environment_tags,
+    init_store,
+    load_runs,
+    metric_history,
+)
+
+# MLflow's own SQLAlchemy models trigger this deprecation; nothing of ours to fix.
+pytestmark = pytest.mark.filterwarnings("ignore:The ``noload`` loader strategy:DeprecationWarning")
+
+
+@pytest.fixture(scope="module")
+def results(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("results")
+
+
+@pytest.fixture(scope="module")
+def uri(results) -> str:
+    uri = default_tracking_uri(results)
+    init_store(uri)
+    init_store(uri)  # idempotent
+    return uri
+
+
+@pytest.fixture(scope="module")
+def client(uri):
+    from mlflow.tracking import MlflowClient
+
+    return MlflowClient(tracking_uri=uri)
+
+
+def trial(study: MLflowStudy, trial_id: str) -> MLflowTracker:
+    return study.trial_tracker(trial_id, run_name=f"run-{trial_id}", tags={"seed": "0"})
+
+
+def download(client, run_id: str, path: str, dst: Path) -> Path:
+    return Path(client.download_artifacts(run_id, path, str(dst)))
+
+
+def test_import_does_not_import_mlflow():
+    code = "import sys, ablate.tracking; print('mlflow' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+
+
+def test_default_uri_is_absolute_sqlite_in_results_dir(tmp_path):
+    uri = default_tracking_uri(tmp_path / "new" / "results")
+    assert (tmp_path / "new" / "results").is_dir()
+    assert uri == f"sqlite:///{(tmp_path / 'new' / 'results').resolve()}/mlflow.db"
+    assert uri.startswith("sqlite:////")
+
+
+def test_parent_run_with_two_nested_trial_runs(uri, client, results):
+    study = MLflowStudy(uri, "two-trials")
+    runs = {t: trial(study, t) for t in ("a", "b")}
+    for tracker in runs.values():
+        run = client.get_run(tracker.run_id)
+        assert run.data.tags["mlflow.parentRunId"] == study.run_id
+        assert run.data.tags["ablate.study"] == "two-trials"
+        assert run.data.tags["seed"] == "0"
+    assert {client.get_run(r.run_id).data.tags["ablate.trial_id"] for r in runs.values()} == {
+        "a",
+        "b",
+    }
+    assert client.get_run(study.run_id).data.tags["ablate.kind"] == "study"
+    # Reopening the study reuses its parent run; artifacts live next to the database.
+    assert MLflowStudy(uri, "two-trials").run_id == study.run_id
+    location = client.get_experiment(study.experiment_id).artifact_location
+    assert location.startswith((results / "artifacts").resolve().as_uri())
+
+
+def test_algorithm_fields_logged_as_params_and_tags(uri, client):
+    tracker = trial(MLflowStudy(uri, "params"), "p")
+    algo = Algorithm()
+    tracker.log_params({f"algo.{k}": v for k, v in algo.as_dict().items()} | {"seed": 3})
+    data = client.get_run(tracker.run_id).data
+    for name, value in algo.as_dict().items():
+        assert data.params[f"algo.{name}"] == str(value)
+        assert data.tags[f"algo.{name}"] == str(value)
+    assert data.params["seed"] == "3"
+    assert "seed" in data.tags  # from trial_tracker's tags, not from the params
+    assert data.tags["seed"] == "0"
+
+
+def test_param_truncation_and_relogging(uri, client):
+    tracker = trial(MLflowStudy(uri, "truncation"), "t")
+    params = {"long": "x" * (PARAM_MAX_CHARS + 500), "pair": (1, 2), "nested": {"a": [1]}}
+    tracker.log_params(params)
+    tracker.log_params(params)  # a resumed trial logs the same params again
+    tracker.set_tags({"note": "y" * (TAG_MAX_CHARS + 10)})
+    data = client.get_run(tracker.run_id).data
+    assert data.params["long"] == "x" * PARAM_MAX_CHARS
+    assert json.loads(data.params["pair"]) == [1, 2]
+    assert json.loads(data.params["nested"]) == {"a": [1]}
+    assert len(data.tags["note"]) == TAG_MAX_CHARS
+    from mlflow.exceptions import MlflowException
+
+    with pytest.raises(MlflowException):  # a changed param is a bug, not something to hide
+        tracker.log_params({"pair": (1, 3)})
+
+
+def test_metrics_batched_in_order_and_nan_skipped(uri):
+    tracker = trial(MLflowStudy(uri, "metrics"), "m")
+    steps = FLUSH_EVERY_STEPS * 2 + 5
+    for step in range(steps):
+        loss = math.nan if step == 7 else step / 10
+        tracker.log_metrics({"policy/loss": loss, "reward/mean": step * 2.0}, step)
+    # Two flushes so far; the tail is still buffered until close.
+    assert len(metric_history(uri, tracker.run_id, "reward/mean")) == FLUSH_EVERY_STEPS * 2
+    tracker.close()
+    assert metric_history(uri, tracker.run_id, "reward/mean") == [
+        (s, s * 2.0) for s in range(steps)
+    ]
+    loss = metric_history(uri, tracker.run_id, "policy/loss")
+    assert [s for s, _ in loss] == [s for s in range(steps) if s != 7]
+    assert all(not math.isnan(v) for _, v in loss)
+
+
+def test_samples_are_parquet_artifacts(uri, client, tmp_path):
+    tracker = trial(MLflowStudy(uri, "samples"), "s")
+    records = [
+        {"prompt": "1+2=", "completion": "3", "reward": 1.0, "truncated": False},
+        {"prompt": "4+4=", "completion": "9", "reward": 0.0, "truncated": True},
+    ]
+    tracker.log_samples("eval", records, 12)
+    tracker.log_samples("mixed", [{"x": 1}, {"x": "a"}], 13)  # mixed types are stored as text
+    names = [a.path for a in client.list_artifacts(tracker.run_id, "samples")]
+    assert names == ["samples/eval_step000012.parquet", "samples/mixed_step000013.parquet"]
+    frame = pd.read_parquet(download(client, tracker.run_id, names[0], tmp_path))
+    pd.testing.assert_frame_equal(frame, pd.DataFrame(records))
+    mixed = pd.read_parquet(download(client, tracker.run_id, names[1], tmp_path))
+    assert list(mixed["x"]) == ["1", "a"]
+
+
+def test_config_json_artifact(uri, client, tmp_path):
+    tracker = trial(MLflowStudy(uri, "config"), "c")
+    tracker.log_dict(
+        {"algorithm": {"clip": 0.2}, "shape": (2, 3), "path": Path("/x")}, "config.json"
+    )
+    tracker.log_dict({"k": 1}, "extra/more.json")
+    data = json.loads(download(client, tracker.run_id, "config.json", tmp_path).read_text())
+    assert data == {"algorithm": {"clip": 0.2}, "shape": [2, 3], "path": "/x"}
+    assert json.loads(download(client, tracker.run_id, "extra/more.json", tmp_path).read_text())
+
+
+def test_resume_reuses_run_and_finished_trial_is_refused(uri, client):
+    study = MLflowStudy(uri, "resume")
+    first = trial(study, "r")
+    first.log_metrics({"reward/mean": 0.5}, 0)
+    first.close("KILLED")  # e.g. the worker was preempted
+    assert study.trial_status() == {"r": "KILLED"}
+    second = trial(study, "r")
+    assert second.run_id == first.run_id
+    assert study.trial_status() == {"r": "RUNNING"}
+    assert client.get_run(second.run_id).data.tags["ablate.resumes"] == "1"
+    second.close()
+    assert study.trial_status() == {"r": "FINISHED"}
+    with pytest.raises(ValueError, match="FINISHED"):
+        trial(study, "r")
+    assert len(load_runs(uri, "resume")) == 1
+
+
+def test_history_keeps_the_resumed_value_of_a_repeated_step(uri):
+    tracker = trial(MLflowStudy(uri, "repeat"), "r")
+    for step, value in [(0, 1.0), (1, 2.0), (2, 3.0)]:
+        tracker.log_metrics({"reward/mean": value}, step)
+    tracker.flush()
+    time.sleep(0.01)  # timestamps are in ms: the resumed run logs strictly later
+    tracker.log_metrics({"reward/mean": 9.0}, 1)  # resumed from the checkpoint at step 0
+    tracker.close()
+    assert metric_history(uri, tracker.run_id, "reward/mean") == [(0, 1.0), (1, 9.0), (2, 3.0)]
+
+
+def test_trial_status_and_load_runs(uri, client):
+    study = MLflowStudy(uri, "status", experiment="status-experiment")
+    done, failed, running = trial(study, "done"), trial(study, "failed"), trial(study, "running")
+    done.log_metrics({"eval/accuracy": 0.75}, 5)
+    done.log_params({"algo.clip_high": 0.28})
+    done.close()
+    failed.close("FAILED")
+    assert study.trial_status() == {"done": "FINISHED", "failed": "FAILED", "running": "RUNNING"}
+    # Another study in the same database does not leak in.
+    assert MLflowStudy(uri, "status-other").trial_status() == {}
+    frame = load_runs(uri, "status")
+    assert len(frame) == 3
+    assert set(frame["run_id"]) == {done.run_id, failed.run_id, running.run_id}
+    row = frame.set_index("trial_id").loc["done"]
+    assert row["status"] == "FINISHED"
+    assert row["metrics.eval/accuracy"] == 0.75
+    assert row["params.algo.clip_high"] == "0.28"
+    assert row["tags.mlflow.parentRunId"] == study.run_id
+    assert load_runs(uri, "no-such-study").empty
+    assert running.run_id in set(load_runs(uri, "status")["run_id"])
+
+
+def test_study_artifact_tags_and_close(uri, client, tmp_path):
+    study = MLflowStudy(uri, "study-artifacts")
+    table = tmp_path / "pass_at_g.csv"
+    pd.DataFrame({"model": ["m"], "template": ["plain"], "pass@8": [0.5]}).to_csv(table)
+    study.log_artifact(table)
+    study.set_tags({"reference": "grpo"})
+    study.close()
+    run = client.get_run(study.run_id)
+    assert [a.path for a in client.list_artifacts(study.run_id)] == ["pass_at_g.csv"]
+    assert run.data.tags["reference"] == "grpo"
+    assert run.info.status == "FINISHED"
+    assert client.get_run(MLflowStudy(uri, "study-artifacts").run_id).info.status == "RUNNING"
+
+
+def test_bad_status_and_quotes_are_rejected(uri):
+    study = MLflowStudy(uri, "bad")
+    with pytest.raises(ValueError, match="FINISHED"):
+        trial(study, "x").close("DONE")
+    with pytest.raises(ValueError, match="quotes"):
+        MLflowStudy(uri, "it's")
+
+
+def test_tracker_context_manager_marks_failure(uri):
+    study = MLflowStudy(uri, "context")
+    with pytest.raises(RuntimeError), trial(study, "boom"):
+        raise RuntimeError("diverged")
+    assert study.trial_status() == {"boom": "FAILED"}
+
+
+def test_algorithm_diff_tags():
+    algo = Algorithm(clip_high=0.28, loss_agg="token_mean")
+    assert algorithm_diff_tags(algo, Algorithm()) == {
+        "diff.clip_high": "0.28",
+        "diff.loss_agg": "token_mean",
+        "diff": "clip_high=0.28, loss_agg=token_mean",
+    }
+    assert algorithm_diff_tags(Algorithm(), Algorithm()) == {"diff": "none"}
+
+
+def test_environment_tags():
+    import mlflow
+
+    tags = environment_tags()
+    assert re.fullmatch(r"[0-9a-f]{40}|unknown", tags["git.commit"])
+    assert tags["git.dirty"] in {"true", "false", "unknown"}
+    assert tags["version.mlflow"] == mlflow.__version__
+    assert tags["version.python"] == ".".join(map(str, sys.version_info[:3]))
+    assert {"version.ablate", "version.torch", "version.transformers"} <= tags.keys()
+
+
+def test_every_tracker_satisfies_the_protocol():
+    memory = MemoryTracker()
+    memory.log_dict({"a": 1}, "config.json")
+    memory.close("FAILED")
+    assert memory.dicts == {"config.json": {"a": 1}}
+    assert memory.status == "FAILED"
+    NullTracker().close()
+    for cls in (NullTracker, MemoryTracker, MLflowTracker):
+        assert issubclass(cls, Tracker)
