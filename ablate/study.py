@@ -189,6 +189,8 @@ class Study:
     extra: Sequence[Cells] = ()
     search: Mapping[str, SearchSpace] = field(default_factory=dict)
     checkpoint_every: int = 25
+    engine: str = "hf"
+    device: str = "cpu"
 
     def __post_init__(self) -> None:
         for name in ("base_models", "arms", "templates", "seeds", "extra"):
@@ -242,6 +244,8 @@ class Study:
                     eval=self.eval,
                     checkpoint_every=self.checkpoint_every,
                     study=self.name,
+                    engine=self.engine,
+                    device=self.device,
                 ),
             )
             for arm_name, model, template, seed in self.cells()

@@ -109,10 +109,14 @@ def _setting_problems(study: Study) -> list[str]:
     out = study.budget.problems() + study.optim.problems() + study.eval.problems()
     if study.checkpoint_every < 0:
         out.append(f"checkpoint_every={study.checkpoint_every} must be >= 0")
+    if study.engine not in ("hf", "vllm"):
+        out.append(f"engine={study.engine!r} must be 'hf' or 'vllm'")
     return out
 
 
 def _cell_problems(study: Study) -> list[str]:
+    from ablate.templates import template_names
+
     arms = {a.name for a in study.arms}
     out = []
     for i, cells in enumerate(study.extra):
@@ -123,8 +127,8 @@ def _cell_problems(study: Study) -> list[str]:
             if not model_is_known(m):
                 out.append(f"extra[{i}] names unknown base model {m!r}")
         for t in cells.templates or ():
-            if t not in study.templates:
-                out.append(f"extra[{i}] template {t!r} is not one of the study's templates")
+            if t not in template_names():
+                out.append(f"extra[{i}] names unknown template {t!r}")
         if cells.seeds is not None and not cells.seeds:
             out.append(f"extra[{i}] has an empty seed list")
     return out

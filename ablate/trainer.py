@@ -88,12 +88,10 @@ def setup_trial(
 
         loaded = load_model(spec.model)
     model, tokenizer = loaded
-    model.float().train()
+    model.float().to(spec.device).train()
     ref = copy.deepcopy(model).eval().requires_grad_(False) if algo.kl_coef > 0 else None
     if engine is None:
-        from ablate.rollout.hf import HFEngine
-
-        engine = HFEngine
+        engine = _default_engine(spec)
     o = spec.optim
     optimizer = torch.optim.AdamW(
         model.parameters(), lr=o.lr, betas=o.betas, weight_decay=o.weight_decay
@@ -114,6 +112,16 @@ def setup_trial(
         optimizer,
         scheduler,
     )
+
+
+def _default_engine(spec: TrialSpec) -> EngineFactory:
+    if spec.engine == "vllm":
+        from ablate.rollout.vllm import VLLMEngine
+
+        return VLLMEngine
+    from ablate.rollout.hf import HFEngine
+
+    return lambda model, tok: HFEngine(model, tok, device=spec.device)
 
 
 def rl_step(s: Setup, state: TrainState, stream: PromptStream) -> dict[str, float]:

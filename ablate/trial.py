@@ -137,6 +137,10 @@ class TrialSpec:
     eval: EvalSpec = field(default_factory=EvalSpec)
     checkpoint_every: int = 0
     """Save a resumable checkpoint every this many steps (0 = only at the end)."""
+    engine: str = "hf"
+    """Rollout engine: "hf" (our KV-cache sampler, CPU or GPU) or "vllm" (GPU, optional extra)."""
+    device: str = "cpu"
+    """Torch device of the policy ("cpu", "cuda")."""
     study: str = ""
     """Name of the study this trial belongs to (part of the id)."""
 
@@ -145,6 +149,8 @@ class TrialSpec:
         problems = self.budget.problems() + self.optim.problems() + self.eval.problems()
         if self.checkpoint_every < 0:
             problems.append(f"checkpoint_every={self.checkpoint_every} must be >= 0")
+        if self.engine not in ("hf", "vllm"):
+            problems.append(f"engine={self.engine!r} must be 'hf' or 'vllm'")
         if problems:
             raise ConfigError("invalid trial:\n  - " + "\n  - ".join(problems))
 

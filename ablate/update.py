@@ -35,18 +35,22 @@ def completion_logprobs(
     return logp, entropy
 
 
-def model_inputs(rollouts: Rollouts) -> tuple[Tensor, Tensor]:
+def model_inputs(rollouts: Rollouts, device: torch.device | str = "cpu") -> tuple[Tensor, Tensor]:
     ids = torch.cat([rollouts.prompt_ids, rollouts.completion_ids], dim=1)
     attn = torch.cat([rollouts.prompt_mask.long(), rollouts.completion_mask.long()], dim=1)
-    return ids, attn
+    return ids.to(device), attn.to(device)
+
+
+def _device(model: torch.nn.Module) -> torch.device:
+    return next(model.parameters()).device
 
 
 @torch.no_grad()
 def frozen_logprobs(model: torch.nn.Module, rollouts: Rollouts, temperature: float) -> Tensor:
     """Log-probs [B, T] of a model that is not being updated (old policy, reference)."""
-    ids, attn = model_inputs(rollouts)
+    ids, attn = model_inputs(rollouts, _device(model))
     logp, _ = completion_logprobs(model, ids, attn, rollouts.prompt_ids.shape[1], temperature)
-    return logp * rollouts.completion_mask
+    return logp.cpu() * rollouts.completion_mask
 
 
 @dataclass
@@ -113,7 +117,8 @@ def run_updates(
 ) -> list[dict[str, float]]:
     """`ppo_epochs` passes over the batch, each in `minibatches` shuffled chunks; one optimizer
     update per chunk. Raises DivergedError on a non-finite loss or gradient."""
-    ids, attn = model_inputs(tb.rollouts)
+    device = _device(policy)
+    ids, attn = model_inputs(tb.rollouts, device)
     prompt_len = tb.rollouts.prompt_ids.shape[1]
     n = ids.shape[0]
     chunk = math.ceil(n / algo.minibatches)
@@ -137,13 +142,14 @@ def _update(policy, optimizer, ids, attn, prompt_len, tb: TrainBatch, idx, algo,
     logp, entropy = completion_logprobs(policy, ids, attn, prompt_len, budget.temperature)
     if algo.entropy_coef == 0:
         entropy = entropy.detach()
+    cpu_idx, dev = idx.cpu(), logp.device
     loss, stats = policy_loss(
         logp,
-        tb.old_logp[idx],
-        tb.advantages[idx],
-        tb.loss_mask[idx],
+        tb.old_logp[cpu_idx].to(dev),
+        tb.advantages[cpu_idx].to(dev),
+        tb.loss_mask[cpu_idx].to(dev),
         algo,
-        ref_logp=None if tb.ref_logp is None else tb.ref_logp[idx],
+        ref_logp=None if tb.ref_logp is None else tb.ref_logp[cpu_idx].to(dev),
         entropy=entropy,
     )
     if math.isfinite(stats["loss"]):

@@ -26,3 +26,27 @@ def test_unknown_preset_is_one_clear_line(capsys):
 
 def test_usage_error_exit_code(capsys):
     assert main(["no-such-command"]) == 2
+
+
+def test_train_command_runs_a_trial_and_prints_the_final_eval(capsys):
+    args = [
+        "train",
+        "--algo",
+        "dr_grpo",
+        "--model",
+        "rl_ready",
+        "--steps",
+        "2",
+        "--eval-problems",
+        "2",
+        "--set",
+        "minibatches=2",
+    ]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert "finished" in out and "eval/pass_at_1" in out
+
+
+def test_train_command_rejects_an_unknown_field(capsys):
+    assert main(["train", "--algo", "grpo", "--set", "clip=0.3", "--steps", "1"]) == 2
+    assert "error: --set" in capsys.readouterr().err
