@@ -10,7 +10,7 @@ export TRANSFORMERS_OFFLINE := 1
 export HF_DATASETS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: install demo test test-slow test-gpu lint format bench study passk tune ui worker clean
+.PHONY: install demo test test-slow test-gpu lint format bench study passk tune report ui worker clean
 
 install: $(STAMP)
 
@@ -40,6 +40,9 @@ passk: install
 
 tune: install
 	$(BIN)/ablate tune $(STUDY) --trials $(or $(TRIALS),20) --results $(RESULTS)
+
+report: install
+	$(BIN)/ablate report $(STUDY) --results $(RESULTS)
 
 ui: install
 	$(BIN)/ablate ui --results $(RESULTS)

@@ -197,7 +197,9 @@ def passk_phase(study: Study, cache_dir: Path, progress=None):
 
     p = study.passk
     frames = []
-    for model in study.base_models:
+    # every model any trial starts from (extra cells included): gain vs base Pass@G needs them
+    models = list(dict.fromkeys(model for _, model, _, _ in study.cells()))
+    for model in models:
         for template in p.templates or study.templates:
             key = _passk_key(study, str(resolve_model_path(model)), template)
             cached = cache_dir / f"{key}.csv"

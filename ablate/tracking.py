@@ -461,3 +461,35 @@ def metric_history(uri: str, run_id: str, key: str) -> list[tuple[int, float]]:
     history = _client(uri).get_metric_history(run_id, key)
     curve = {m.step: m.value for m in sorted(history, key=lambda m: (m.timestamp, m.step))}
     return sorted(curve.items())
+
+
+# --- read-only helpers for the report (ablate.report.load) -------------------------------------
+def list_artifacts(uri: str, run_id: str, path: str | None = None) -> list[str]:
+    """Artifact paths of a run directly under `path` (e.g. "samples"); [] when there are none."""
+    return [a.path for a in _client(uri).list_artifacts(run_id, path)]
+
+
+def download_artifacts(uri: str, run_id: str, path: str, dst: str | Path) -> Path:
+    """Copy a run's artifact `path` (file or folder) under `dst`; returns the local path."""
+    import os
+
+    Path(dst).mkdir(parents=True, exist_ok=True)
+    flag = "MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR"  # one progress bar per file floods the log
+    previous = os.environ.get(flag)
+    os.environ[flag] = "false"
+    try:
+        return Path(_client(uri).download_artifacts(run_id, path, str(dst)))
+    finally:
+        if previous is None:
+            os.environ.pop(flag, None)
+        else:
+            os.environ[flag] = previous
+
+
+def study_run_id(uri: str, study_name: str) -> str | None:
+    """The id of a study's parent run (oldest, as `MLflowStudy` picks it), or None."""
+    client = _client(uri)
+    pages = _all_pages(lambda t: client.search_experiments(page_token=t))
+    where = f"tags.`{KIND}` = 'study' and tags.`{STUDY}` = {_quoted(study_name)}"
+    runs = _search(client, [e.experiment_id for e in pages], where) if pages else []
+    return runs[0].info.run_id if runs else None

@@ -161,6 +161,30 @@ class TrialSpec:
 
     @property
     def id(self) -> str:
-        """Stable hash of everything that defines the trial (not of where it runs)."""
-        blob = json.dumps(self.as_dict(), sort_keys=True, default=repr)
+        """Stable hash of everything that defines the trial (not of where it runs).
+
+        Only values that differ from their field's default are hashed, so adding a new factor
+        (with a default that keeps the old behaviour) leaves every existing trial id, and so its
+        finished MLflow run, valid. Changing an existing default changes what old ids mean:
+        bump `ID_VERSION` when doing so."""
+        blob = json.dumps([ID_VERSION, _non_default(self)], sort_keys=True, default=repr)
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+#: Bumped whenever a default of Algorithm, Budget, Optim, EvalSpec or TrialSpec changes meaning.
+ID_VERSION = 1
+
+
+def _non_default(obj: Any) -> Any:
+    """A dataclass as a dict of its non-default fields, recursively (tuples of pairs as dicts)."""
+    if not dataclasses.is_dataclass(obj):
+        return obj
+    out = {}
+    for f in dataclasses.fields(obj):
+        value = getattr(obj, f.name)
+        if f.default is not dataclasses.MISSING and value == f.default:
+            continue
+        if f.default_factory is not dataclasses.MISSING and value == f.default_factory():
+            continue
+        out[f.name] = _non_default(value)
+    return out

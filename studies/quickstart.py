@@ -23,8 +23,8 @@ STUDY = Study(
     ],
     seeds=[0, 1],
     extra=[Cells(arms=["grpo"], base_models=["hopeless", "mid", "saturated"], seeds=[0])],
-    budget=Budget(max_steps=120, prompts_per_step=8, group_size=8, max_new_tokens=80),
-    eval=EvalSpec(every=40, n_samples=8, ks=(1, 8), max_problems=64),
+    budget=Budget(max_steps=100, prompts_per_step=8, group_size=8, max_new_tokens=80),
+    eval=EvalSpec(every=50, n_samples=8, ks=(1, 8), max_problems=64),
     passk=PassKSpec(n=16, ks=(1, 4, 8, 16), max_problems=64, templates=["plain", "plain_q"]),
     checkpoint_every=20,
 )

@@ -173,3 +173,14 @@ def test_trials_share_budget_and_seeds_across_arms():
     for specs in by_seed.values():
         assert len({(sp.budget, sp.optim, sp.eval, sp.model, sp.template) for sp in specs}) == 1
     assert dataclasses.replace(s.trials()[0].spec, seed=5).id != s.trials()[0].id
+
+
+def test_trial_id_ignores_defaults_so_new_factors_keep_old_ids():
+    from ablate.trial import TrialSpec
+
+    a = TrialSpec(algorithm=ablate.baseline("grpo"), model="rl_ready")
+    explicit = TrialSpec(algorithm=ablate.baseline("grpo"), model="rl_ready", engine="hf")
+    assert a.id == explicit.id  # a field left at its default does not enter the hash
+    assert dataclasses.replace(a, template="plain_q").id != a.id
+    changed = dataclasses.replace(a, algorithm=dataclasses.replace(a.algorithm, clip_high=0.28))
+    assert changed.id != a.id

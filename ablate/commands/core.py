@@ -56,7 +56,7 @@ def demo(
 
     from rich.console import Console
 
-    from ablate.commands.run import print_summary, run_with_progress
+    from ablate.commands.run import print_summary, run_with_progress, write_report
     from ablate.study import load_study
 
     console = Console()
@@ -65,6 +65,7 @@ def demo(
     start = time.perf_counter()
     outcomes = run_with_progress(loaded, results=results, workers=workers, tracking_uri=None)
     print_summary(loaded, outcomes, results)
+    write_report(loaded, results, "reports", None)
     console.print(f"demo wall time: {time.perf_counter() - start:.0f} s")
 
 

@@ -16,8 +16,9 @@ def run(
     workers: int = typer.Option(1, min=1, help="local processes (each gets cores/N threads)"),
     results: str = typer.Option("results", help="results folder (MLflow db, checkpoints)"),
     tracking_uri: str = typer.Option("", help="MLflow URI (default sqlite in --results)"),
+    out: str = typer.Option("reports", help="the report is written to OUT/<study>/"),
 ) -> None:
-    """Run a study: the Pass@G phase, then every trial not yet FINISHED (resumes)."""
+    """Run a study: the Pass@G phase, then every trial not yet FINISHED (resumes), then report."""
     from ablate.study import load_study
 
     loaded = load_study(study)
@@ -25,6 +26,16 @@ def run(
         loaded, results=results, workers=workers, tracking_uri=tracking_uri or None
     )
     print_summary(loaded, outcomes, results, tracking_uri or None)
+    write_report(loaded, results, out, tracking_uri or None)
+
+
+def write_report(study, results: str, out: str, tracking_uri: str | None) -> None:
+    from rich.console import Console
+
+    from ablate.report.build import build_report
+
+    folder = build_report(study, results, out, tracking_uri)
+    Console().print(f"report: {folder / 'report.md'}  and  {folder / 'report.html'}")
 
 
 def run_with_progress(study, *, results: str, workers: int, tracking_uri: str | None):

@@ -1,0 +1,130 @@
+"""`build_report`: MLflow → `reports/<study>/` (report.md, report.html, tables/, figures/),
+also attached to the study's MLflow parent run."""
+
+from __future__ import annotations
+
+import base64
+import html
+from datetime import UTC, datetime
+from pathlib import Path
+
+from ablate import tracking
+from ablate.report import render, tables
+from ablate.report.claims import evaluate_claims, template_contrasts
+from ablate.report.figures import write_figures
+from ablate.report.load import StudyData, load_study_data
+from ablate.study import Study
+
+CSS = (
+    "body{font-family:sans-serif;max-width:1200px;margin:2em auto}table{border-collapse:collapse;"
+    "font-size:12px;margin:1em 0}td,th{border:1px solid #ccc;padding:2px 6px}"
+    "caption{font-weight:bold;text-align:left}.note{font-size:11px;color:#555}img{max-width:640px}"
+)
+
+
+def build_tables(data: StudyData) -> list[tables.Table]:
+    claims = evaluate_claims(data)
+    out = [
+        tables.main_table(data),
+        tables.claims_table(claims),
+        tables.incomplete_table(data),
+        tables.dynamics_table(data),
+        tables.base_table(data),
+    ]
+    contrasts = template_contrasts(data.passk) if len(data.passk) else None
+    if contrasts is not None and len(contrasts):
+        rows = contrasts.to_dict("records")
+        out.append(
+            tables.Table("templates", "Template contrasts of base pass@1 (Holm across rows).", rows)
+        )
+    return out
+
+
+def _summary(data: StudyData) -> str:
+    t = data.trials
+    done = int(t["complete"].sum())
+    return (
+        f"{len(t)} planned trials, {done} complete, {len(t) - done} failed/diverged/missing; "
+        f"reference arm `{data.reference_arm}`. Verdicts use one fixed rule (CI excludes 0 and "
+        "p < 0.05); inconclusive is a result, not a failure."
+    )
+
+
+def write_markdown(
+    data: StudyData, built: list[tables.Table], figures: list[Path], folder: Path
+) -> Path:
+    lines = [
+        f"# Report: {data.name}",
+        "",
+        f"_{datetime.now(UTC):%Y-%m-%d %H:%M} UTC_",
+        "",
+        _summary(data),
+        "",
+    ]
+    for table in built:
+        lines += [f"## {table.name}", "", render.to_markdown(table)]
+    lines += ["## figures", ""]
+    lines += [f"![{p.stem}](figures/{p.name})" for p in figures]
+    path = folder / "report.md"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def write_html(
+    data: StudyData, built: list[tables.Table], figures: list[Path], folder: Path
+) -> Path:
+    """One self-contained file: figures inlined as base64 PNG."""
+    parts = [
+        f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(data.name)}</title>",
+        f"<style>{CSS}</style></head><body><h1>Report: {html.escape(data.name)}</h1>",
+        f"<p>{html.escape(_summary(data))}</p>",
+    ]
+    for table in built:
+        parts += [f"<h2>{html.escape(table.name)}</h2>", render.to_html(table)]
+    parts.append("<h2>figures</h2>")
+    for png in figures:
+        encoded = base64.b64encode(png.read_bytes()).decode()
+        parts.append(
+            f"<figure><img alt='{png.stem}' src='data:image/png;base64,{encoded}'>"
+            f"<figcaption>{html.escape(png.stem)}</figcaption></figure>"
+        )
+    path = folder / "report.html"
+    path.write_text("".join(parts) + "</body></html>\n")
+    return path
+
+
+def attach_to_mlflow(uri: str, study_name: str, folder: Path) -> bool:
+    """Log the report folder as artifacts `report/` of the study's parent run (if it exists),
+    then set the parent run back to FINISHED (`MLflowStudy` reopens it as RUNNING)."""
+    if tracking.study_run_id(uri, study_name) is None:
+        return False
+    parent = tracking.MLflowStudy(uri, study_name)
+    try:
+        for path in sorted(folder.rglob("*")):
+            if path.is_file():
+                relative = path.parent.relative_to(folder).as_posix()
+                parent.log_artifact(path, "report" if relative == "." else f"report/{relative}")
+    finally:
+        parent.close("FINISHED")
+    return True
+
+
+def build_report(
+    study: Study,
+    results_dir: str | Path = "results",
+    out_dir: str | Path = "reports",
+    tracking_uri: str | None = None,
+) -> Path:
+    """Write `out_dir/<study>/` and attach it to the study's MLflow run; returns the folder."""
+    uri = tracking_uri or tracking.default_tracking_uri(results_dir)
+    data = load_study_data(study, results_dir, uri)
+    folder = Path(out_dir) / study.name
+    folder.mkdir(parents=True, exist_ok=True)
+    built = build_tables(data)
+    for table in built:
+        render.write_table(table, folder / "tables")
+    figures = write_figures(data, folder / "figures")
+    write_markdown(data, built, figures, folder)
+    write_html(data, built, figures, folder)
+    attach_to_mlflow(uri, study.name, folder)
+    return folder

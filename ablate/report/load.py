@@ -1,0 +1,200 @@
+"""MLflow → tidy pandas frames: the report's one data contract (`StudyData`).
+
+- `trials`: one row per planned trial of the study (missing ones included): trial_id, arm, model,
+  template, seed, status (FINISHED / FAILED / KILLED / RUNNING / MISSING), outcome, reason, run_id,
+  complete (bool), and the arm's algorithm fields as `algo.*`.
+- `history`: trial_id, arm, model, template, seed, step, metric, value (every logged curve).
+- `samples`: trial_id, arm, model, template, seed, step, problem_id, sample, correct, length,
+  truncated (per-sample eval outcomes, from the `samples/eval_step*.parquet` artifacts).
+- `passk`: the study's base Pass@k table (`results/<study>/passk.csv`).
+Frames are cached on disk under `results/<study>/report_cache/`, keyed by the runs' ids, status
+and end times, so a second report of an unchanged study reads no MLflow history.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import re
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from ablate import tracking
+from ablate.study import Study
+
+KEYS = ["trial_id", "arm", "model", "template", "seed"]
+SAMPLE_COLUMNS = ["problem_id", "sample", "correct", "length", "truncated"]
+_EVAL_FILE = re.compile(r"eval_step(\d+)\.parquet$")
+
+
+@dataclass(frozen=True)
+class StudyData:
+    name: str
+    reference_arm: str
+    trials: pd.DataFrame
+    history: pd.DataFrame
+    samples: pd.DataFrame
+    passk: pd.DataFrame
+    group_size: int = 0
+    max_new_tokens: int = 0
+
+    def complete(self) -> pd.DataFrame:
+        return self.trials[self.trials["complete"]]
+
+
+def planned_trials(study: Study) -> pd.DataFrame:
+    """The study's expanded grid with each arm's algorithm fields (`algo.*`)."""
+    algos = {a.name: dataclasses.asdict(a.algorithm) for a in study.arms}
+    rows = []
+    for t in study.trials():
+        row = dict(trial_id=t.id, arm=t.arm, model=t.spec.model, template=t.spec.template)
+        row["seed"] = t.spec.seed
+        row.update({f"algo.{k}": v for k, v in algos[t.arm].items()})
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def _reason(run: pd.Series) -> str:
+    message = run.get("tags.outcome_message")
+    return message if isinstance(message, str) and message else str(run.get("tags.outcome", ""))
+
+
+def _cell(arm: object, model: object, template: object, seed: object) -> tuple[str, ...]:
+    return (str(arm), str(model), str(template), str(seed))
+
+
+def _runs_by_cell(runs: pd.DataFrame) -> dict[tuple[str, ...], pd.Series]:
+    tags = ["tags.ablate.arm", "tags.ablate.model", "tags.ablate.template", "tags.ablate.seed"]
+    if not len(runs) or not set(tags) <= set(runs.columns):
+        return {}
+    return {_cell(*(r[t] for t in tags)): r for _, r in runs.iterrows()}
+
+
+def trial_table(planned: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
+    """`planned` joined to their MLflow runs, by trial id, else by (arm, model, template, seed)
+    (ids hash the code's config classes, so a code change renames them). A trial counts as
+    complete only if its run is FINISHED with outcome `finished` (a diverged or failed run is
+    listed, never averaged)."""
+    by_id = {r.trial_id: r for _, r in runs.iterrows()} if len(runs) else {}
+    by_cell = _runs_by_cell(runs)
+    out = planned.copy()
+    status, outcome, reason, run_id = [], [], [], []
+    for _, trial in out.iterrows():
+        run = by_id.get(trial["trial_id"])
+        if run is None:
+            run = by_cell.get(_cell(*(trial[k] for k in KEYS[1:])))
+        if run is None:
+            status.append("MISSING"), outcome.append("missing"), run_id.append(None)
+            reason.append("no MLflow run (not started)")
+            continue
+        status.append(run["status"]), run_id.append(run["run_id"])
+        outcome.append(str(run.get("tags.outcome", "") or "").lower() or "unknown")
+        if run["status"] not in ("FINISHED", "FAILED", "KILLED"):
+            reason.append(f"run not finished (status {run['status']})")
+        else:
+            reason.append(_reason(run) if outcome[-1] != "finished" else "")
+    out["status"], out["outcome"], out["reason"], out["run_id"] = status, outcome, reason, run_id
+    out["complete"] = (out["status"] == "FINISHED") & (out["outcome"] == "finished")
+    return out
+
+
+def load_history(uri: str, trials: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
+    """Every metric curve of every trial that has a run, as a long frame."""
+    metric_columns = [c for c in runs.columns if c.startswith("metrics.")]
+    frames = []
+    for _, trial in trials[trials["run_id"].notna()].iterrows():
+        run = runs[runs["run_id"] == trial["run_id"]].iloc[0]
+        for column in metric_columns:
+            if pd.isna(run[column]):
+                continue
+            curve = tracking.metric_history(uri, trial["run_id"], column[len("metrics.") :])
+            frame = pd.DataFrame(curve, columns=["step", "value"])
+            frame["metric"] = column[len("metrics.") :]
+            for key in KEYS:
+                frame[key] = trial[key]
+            frames.append(frame)
+    columns = [*KEYS, "step", "metric", "value"]
+    return (
+        pd.concat(frames, ignore_index=True)[columns] if frames else pd.DataFrame(columns=columns)
+    )
+
+
+def load_samples(uri: str, trials: pd.DataFrame) -> pd.DataFrame:
+    """Per-sample eval outcomes of every trial that has a run (all eval steps)."""
+    frames = []
+    for _, trial in trials[trials["run_id"].notna()].iterrows():
+        if not tracking.list_artifacts(uri, trial["run_id"], "samples"):
+            continue
+        with tempfile.TemporaryDirectory() as tmp:
+            folder = tracking.download_artifacts(uri, trial["run_id"], "samples", tmp)
+            for path in sorted(folder.glob("eval_step*.parquet")):
+                frame = pd.read_parquet(path)
+                frame = frame[[c for c in SAMPLE_COLUMNS if c in frame.columns]].copy()
+                frame["step"] = int(_EVAL_FILE.search(path.name).group(1))
+                for key in KEYS:
+                    frame[key] = trial[key]
+                frames.append(frame)
+    columns = [*KEYS, "step", *SAMPLE_COLUMNS]
+    if not frames:
+        return pd.DataFrame(columns=columns)
+    return pd.concat(frames, ignore_index=True).reindex(columns=columns)
+
+
+def read_passk(results_dir: Path, study_name: str) -> pd.DataFrame:
+    path = results_dir / study_name / "passk.csv"
+    return pd.read_csv(path) if path.is_file() else pd.DataFrame()
+
+
+def _cache_key(trials: pd.DataFrame, runs: pd.DataFrame) -> str:
+    """Changes when any trial's run, status or end time changes."""
+    end = dict(zip(runs["run_id"], runs["end_time"], strict=True)) if "end_time" in runs else {}
+    rows = trials[["trial_id", "run_id", "status"]].astype(str).to_csv(index=False)
+    text = rows + json.dumps({str(k): str(v) for k, v in end.items()}, sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _cached(folder: Path, key: str, build: dict) -> dict[str, pd.DataFrame]:
+    """Read the frames named in `build` from `folder` when its key matches, else build them."""
+    stamp = folder / "key.json"
+    if stamp.is_file() and json.loads(stamp.read_text()).get("key") == key:
+        try:
+            return {name: pd.read_parquet(folder / f"{name}.parquet") for name in build}
+        except (OSError, ValueError):
+            pass  # a broken cache is rebuilt
+    frames = {name: make() for name, make in build.items()}
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, frame in frames.items():
+        frame.to_parquet(folder / f"{name}.parquet", index=False)
+    stamp.write_text(json.dumps({"key": key}))
+    return frames
+
+
+def load_study_data(
+    study: Study, results_dir: str | Path = "results", tracking_uri: str | None = None
+) -> StudyData:
+    results_dir = Path(results_dir)
+    uri = tracking_uri or tracking.default_tracking_uri(results_dir)
+    runs = tracking.load_runs(uri, study.name)
+    if len(runs):  # a trial restarted into a new run: keep its FINISHED (else latest) run
+        runs = runs.assign(_done=runs["status"] == "FINISHED").sort_values(["_done", "start_time"])
+        runs = runs.drop_duplicates("trial_id", keep="last").drop(columns="_done")
+    trials = trial_table(planned_trials(study), runs)
+    build = {
+        "history": lambda: load_history(uri, trials, runs),
+        "samples": lambda: load_samples(uri, trials),
+    }
+    frames = _cached(results_dir / study.name / "report_cache", _cache_key(trials, runs), build)
+    return StudyData(
+        name=study.name,
+        reference_arm=study.reference_arm,
+        trials=trials,
+        history=frames["history"],
+        samples=frames["samples"],
+        passk=read_passk(results_dir, study.name),
+        group_size=study.budget.group_size,
+        max_new_tokens=study.budget.max_new_tokens,
+    )

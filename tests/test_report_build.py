@@ -1,0 +1,183 @@
+"""Tables (Markdown / LaTeX / CSV), figures and the whole report, on a synthetic MLflow study."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from ablate import tracking
+from ablate.report import render
+from ablate.report.build import build_report, build_tables
+from ablate.report.load import load_study_data
+from ablate.study import Budget, EvalSpec, Study, arm
+
+STEPS = 4
+
+
+def tiny_study() -> Study:
+    return Study(
+        name="synth",
+        base_models=["hopeless"],
+        arms=[arm("grpo", "grpo"), arm("dr_grpo", "dr_grpo")],
+        seeds=[0, 1, 2],
+        budget=Budget(max_steps=STEPS, prompts_per_step=2, group_size=2, max_new_tokens=16),
+        eval=EvalSpec(every=2, n_samples=2, ks=(1, 2), max_problems=3),
+        passk=None,
+    )
+
+
+def log_trial(parent: tracking.MLflowStudy, trial, rng, outcome="finished") -> None:
+    tags = {
+        "ablate.arm": trial.arm,
+        "ablate.seed": str(trial.spec.seed),
+        "ablate.model": trial.spec.model,
+        "ablate.template": trial.spec.template,
+    }
+    tracker = parent.trial_tracker(trial.id, run_name=trial.id, tags=tags)
+    lift = 0.1 if trial.arm == "dr_grpo" else 0.0
+    for step in range(STEPS + 1):
+        tracker.log_metrics(
+            {
+                "length/incorrect_mean": 10 + step,
+                "entropy/mean": 0.1,
+                "policy/ratio_var": 0.01 * step,
+                "policy/seq_ratio_var": 0.001,
+                "length/mean": 10 + step,
+                "budget/generated_tokens": 100 * step,
+            },
+            step,
+        )
+        if step % 2 == 0:
+            acc = 0.3 + lift * step / STEPS + rng.normal(0, 0.02)
+            tracker.log_metrics(
+                {
+                    "eval/pass_at_1": acc,
+                    "eval/pass_at_2": acc + 0.2,
+                    "eval/budget_generated_tokens": 100 * step,
+                },
+                step,
+            )
+            tracker.log_samples(
+                "eval",
+                [
+                    dict(
+                        problem_id=p,
+                        sample=s,
+                        correct=bool(rng.random() < acc),
+                        length=12,
+                        truncated=False,
+                    )
+                    for p in range(3)
+                    for s in range(2)
+                ],
+                step,
+            )
+    tracker.set_tags(
+        {"outcome": outcome, "outcome_message": "" if outcome == "finished" else "NaN loss"}
+    )
+    tracker.close("FINISHED")
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory):
+    results, out = tmp_path_factory.mktemp("results"), tmp_path_factory.mktemp("reports")
+    study, rng = tiny_study(), np.random.default_rng(0)
+    uri = tracking.default_tracking_uri(results)
+    tracking.init_store(uri)
+    parent = tracking.MLflowStudy(uri, study.name)
+    trials = study.trials()
+    for trial in trials[:-2]:  # dr_grpo seed 2 missing, dr_grpo seed 1 diverged
+        log_trial(parent, trial, rng)
+    log_trial(parent, trials[-2], rng, outcome="diverged")
+    parent.close("FINISHED")
+    folder = build_report(study, results, out)
+    return study, results, uri, folder
+
+
+def test_report_writes_every_output(report):
+    _, _, _, folder = report
+    for name in ("report.md", "report.html"):
+        assert (folder / name).is_file()
+    for table in ("main", "claims", "incomplete", "dynamics"):
+        for ext in ("md", "tex", "csv"):
+            assert (folder / "tables" / f"{table}.{ext}").is_file()
+    for fig in ("learning_curves", "entropy", "ratio_variance_vs_length", "length_by_correctness"):
+        assert (folder / "figures" / f"{fig}.png").stat().st_size > 1000
+        assert (folder / "figures" / f"{fig}.pdf").read_bytes().startswith(b"%PDF")
+
+
+def test_html_is_self_contained(report):
+    text = (report[3] / "report.html").read_text()
+    assert text.count("data:image/png;base64,") >= 4
+    assert "src='figures/" not in text and "<table>" in text
+
+
+def test_incomplete_trials_are_listed_with_reasons_and_n_counts_only_complete_seeds(report):
+    folder = report[3]
+    incomplete = pd.read_csv(folder / "tables" / "incomplete.csv")
+    assert sorted(incomplete["status"]) == ["FINISHED", "MISSING"]
+    assert set(incomplete["reason"]) == {"NaN loss", "no MLflow run (not started)"}
+    main = pd.read_csv(folder / "tables" / "main.csv").set_index("arm")
+    assert main.loc["grpo", "N"] == "3/3" and main.loc["dr_grpo", "N"] == "1/3"
+    # the paired contrast uses only seed 0, the one seed complete in both arms
+    assert main.loc["dr_grpo", "Δ pass@1 vs ref N"] == 1
+
+
+def test_report_is_attached_to_the_study_run(report):
+    study, _, uri, _ = report
+    run_id = tracking.study_run_id(uri, study.name)
+    attached = tracking.list_artifacts(uri, run_id, "report")
+    assert "report/report.html" in attached and "report/tables" in attached
+    assert tracking._client(uri).get_run(run_id).info.status == "FINISHED"
+
+
+def test_load_reads_curves_and_samples_and_caches_them(report):
+    study, results, uri, _ = report
+    data = load_study_data(study, results, uri)
+    assert set(data.samples["step"]) == {0, 2, 4}
+    assert len(data.samples) == 5 * 3 * 6  # 5 runs × 3 evals × 3 problems × 2 samples
+    assert (results / study.name / "report_cache" / "history.parquet").is_file()
+    curve = data.history[(data.history["metric"] == "eval/pass_at_1")]
+    assert sorted(curve["step"].unique()) == [0, 2, 4]
+
+
+def _strip(text: str, words) -> str:
+    for word in words:
+        text = text.replace(word, "")
+    return text
+
+
+def _tabular_rows(tex: str) -> tuple[int, list[int]]:
+    body = tex.split(r"\begin{tabular}")[1].split(r"\end{tabular}")[0]
+    spec = re.match(r"\{([lcr]+)\}", body).group(1)
+    rules = (r"\toprule", r"\midrule", r"\bottomrule", f"{{{spec}}}")
+    rows = [r for r in body.split(r"\\") if any(w.strip() for w in _strip(r, rules).split())]
+    return len(spec), [r.replace(r"\&", "").count("&") + 1 for r in rows]
+
+
+def test_latex_tables_are_balanced_with_one_column_count(report):
+    for tex_path in (report[3] / "tables").glob("*.tex"):
+        tex = tex_path.read_text()
+        assert tex.count(r"\begin{tabular}") == tex.count(r"\end{tabular}") == 1
+        assert tex.count("{") == tex.count("}"), tex_path.name
+        assert tex.count("$") % 2 == 0, tex_path.name
+        width, counts = _tabular_rows(tex)
+        assert counts and set(counts) == {width}, tex_path.name
+        assert r"\toprule" in tex and r"\bottomrule" in tex
+
+
+def test_main_latex_shows_mean_pm_ci_bold_best_and_explains_marks(report):
+    tex = (report[3] / "tables" / "main.tex").read_text()
+    assert r"$\pm$" in tex and r"\textbf{" in tex
+    assert "Holm-adjusted" in tex and "Wilcoxon" in tex
+
+
+def test_markdown_has_n_in_every_estimate_cell(report):
+    study, results, uri, _ = report
+    tables = build_tables(load_study_data(study, results, uri))
+    main = render.to_markdown(tables[0])
+    data_rows = [line for line in main.splitlines() if line.startswith("| grpo")]
+    assert data_rows and all("(N=3)" in line for line in data_rows)
