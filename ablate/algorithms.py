@@ -5,6 +5,9 @@ instances in `baselines/`; an ablation is `dataclasses.replace(preset, field=val
 ever chooses two factors (TRL's `loss_type="dr_grpo"` does not remove the std scaling: here the
 two are separate fields, `loss_agg` and `scale`).
 
+`advantage` chooses the estimator: "group" (the GRPO family) or "gae" (PPO's learned critic, the
+comparison's reference row); the fields of the other estimator are refused when set.
+
 This module knows only the standard library: the `Literal` value sets below are the contract,
 and a test checks that they equal the names in `objective`'s registries.
 """
@@ -28,6 +31,7 @@ LossAgg = Literal[
 ]
 KLEstimator = Literal["k1", "k2", "k3"]
 KLIn = Literal["loss", "reward"]
+AdvantageEstimator = Literal["group", "gae"]
 
 # Aggregations that sum token losses inside a sequence: with a sequence-level ratio each
 # sequence's (single) loss is then counted |o_i| times, i.e. weighted by its length (trl#3823).
@@ -42,6 +46,8 @@ class Algorithm:
     """A GRPO-family algorithm as a point in factor space (defaults: GRPO's core without KL)."""
 
     # --- advantages -----------------------------------------------------------------------
+    advantage: AdvantageEstimator = "group"
+    """Advantage estimator: group-relative rewards (GRPO family) or a learned critic + GAE (PPO)."""
     baseline: Baseline = "group_mean"
     """Reward baseline within a group: group mean (GRPO) or leave-one-out mean (RLOO)."""
     scale: Scale = "group_std"
@@ -50,6 +56,20 @@ class Algorithm:
     """Std with N-1 (TRL, verl, oat) instead of N (the tutorial's formula)."""
     std_eps: float = 1e-6
     """Added to the std before dividing (TRL 1e-4, verl 1e-6, oat 1e-8)."""
+
+    # --- critic (advantage="gae" only; defaults = TRL's PPO) ------------------------------
+    gae_gamma: float = 1.0
+    """GAE discount gamma over completion tokens (1 = undiscounted outcome reward; TRL, verl)."""
+    gae_lambda: float = 0.95
+    """GAE lambda: 1 = Monte-Carlo return minus value, 0 = one-step TD error (TRL 0.95)."""
+    vf_coef: float = 0.1
+    """Weight of the value loss added to the policy loss (PPO Eq. 9's c1; TRL 0.1)."""
+    vf_clip: float | None = 0.2
+    """Value clip range: V is clipped to V_old ± vf_clip in the value loss; None = off (TRL 0.2)."""
+    whiten_advantages: bool = True
+    """Whiten the GAE advantages over the batch's completion tokens (masked mean and std)."""
+    critic_lr: float | None = None
+    """Learning rate of the value head; None = the policy's learning rate."""
 
     # --- importance ratio -----------------------------------------------------------------
     ratio_level: RatioLevel = "token"
@@ -188,14 +208,61 @@ def _range_problems(a: Algorithm) -> list[str]:
     c = a.loss_norm_constant
     if c is not None and (not isinstance(c, int) or isinstance(c, bool) or c < 1):
         p.append(f"loss_norm_constant={c!r} must be a positive integer or None (max new tokens)")
-    for name in ("std_unbiased", "dynamic_sampling", "mask_truncated"):
+    p += _critic_range_problems(a)
+    for name in ("std_unbiased", "dynamic_sampling", "mask_truncated", "whiten_advantages"):
         if not isinstance(getattr(a, name), bool):
             p.append(f"{name}={getattr(a, name)!r} must be True or False")
     return p
 
 
-def _cross_field_problems(a: Algorithm) -> list[str]:
+def _critic_range_problems(a: Algorithm) -> list[str]:
     p = []
+    for name in ("gae_gamma", "gae_lambda"):
+        v = getattr(a, name)
+        if not _finite(v) or not 0 <= v <= 1:
+            p.append(f"{name}={v!r} must be a number in [0, 1]")
+    if not _finite(a.vf_coef) or a.vf_coef <= 0:
+        p.append(f"vf_coef={a.vf_coef!r} must be a number > 0 (0 would never train the critic)")
+    if a.vf_clip is not None and (not _finite(a.vf_clip) or a.vf_clip <= 0):
+        p.append(f"vf_clip={a.vf_clip!r} must be None (off) or a number > 0 (TRL uses 0.2)")
+    if a.critic_lr is not None and (not _finite(a.critic_lr) or a.critic_lr <= 0):
+        p.append(f"critic_lr={a.critic_lr!r} must be None (the policy's lr) or a number > 0")
+    return p
+
+
+# Fields that mean something for one advantage estimator only. dynamic_sampling is not among
+# the group-only ones: it is a data filter, and a critic still gets a signal from the groups it
+# keeps (the comparison "PPO + dynamic sampling" is a legitimate arm).
+GROUP_ONLY_FIELDS = ("baseline", "scale", "std_unbiased", "std_eps")
+GAE_ONLY_FIELDS = (
+    "gae_gamma",
+    "gae_lambda",
+    "vf_coef",
+    "vf_clip",
+    "whiten_advantages",
+    "critic_lr",
+)
+
+
+def _estimator_problems(a: Algorithm) -> list[str]:
+    """A field set away from its default for the estimator that ignores it is a silent no-op:
+    refuse it, so an ablation never claims a factor it did not change."""
+    defaults = {f.name: f.default for f in fields(Algorithm)}
+    if a.advantage == "gae":
+        irrelevant, why = GROUP_ONLY_FIELDS, "the learned value is GAE's baseline"
+        fix = "remove it, or use advantage='group'"
+    else:
+        irrelevant, why = GAE_ONLY_FIELDS, "there is no critic"
+        fix = "remove it, or use advantage='gae'"
+    return [
+        f"{name}={getattr(a, name)!r} does nothing with advantage={a.advantage!r} ({why}); {fix}"
+        for name in irrelevant
+        if getattr(a, name) != defaults[name]
+    ]
+
+
+def _cross_field_problems(a: Algorithm) -> list[str]:
+    p = _estimator_problems(a) if a.advantage in ("group", "gae") else []
     if a.loss_norm_constant is not None and a.loss_agg != "seq_mean_token_sum_norm":
         p.append(
             f"loss_norm_constant={a.loss_norm_constant} only applies to "

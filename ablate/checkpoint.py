@@ -24,6 +24,7 @@ def save_checkpoint(
     optimizer: torch.optim.Optimizer,
     scheduler: Any,
     state: dict[str, Any],
+    critic: torch.nn.Module | None = None,
 ) -> None:
     path = Path(path)
     tmp = path.with_name(path.name + ".tmp")
@@ -36,6 +37,8 @@ def save_checkpoint(
         "torch": torch.get_rng_state(),
     }
     blob = {"optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(), "rng": rngs}
+    if critic is not None:  # PPO's value head (hidden_size + 1 floats: no safetensors file needed)
+        blob["critic"] = critic.state_dict()
     torch.save(blob, tmp / TRAINER)
     (tmp / STATE).write_text(json.dumps(state, indent=1, sort_keys=True))
     old = path.with_name(path.name + ".old")
@@ -51,12 +54,22 @@ def has_checkpoint(path: Path) -> bool:
 
 
 def load_checkpoint(
-    path: Path, *, model: torch.nn.Module, optimizer: torch.optim.Optimizer, scheduler: Any
+    path: Path,
+    *,
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    scheduler: Any,
+    critic: torch.nn.Module | None = None,
 ) -> dict[str, Any]:
-    """Restore weights, optimizer, scheduler and RNGs in place; returns the saved state."""
+    """Restore weights (and the critic's), optimizer, scheduler and RNGs in place; returns the
+    saved state."""
     path = Path(path)
     load_model(model, str(path / WEIGHTS))
     blob = torch.load(path / TRAINER, weights_only=False)
+    if critic is not None:
+        if "critic" not in blob:
+            raise ValueError(f"{path} holds no critic state; it was not saved by a GAE trial")
+        critic.load_state_dict(blob["critic"])
     optimizer.load_state_dict(blob["optimizer"])
     scheduler.load_state_dict(blob["scheduler"])
     random.setstate(blob["rng"]["python"])

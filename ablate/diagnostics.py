@@ -58,8 +58,11 @@ def length_metrics(lengths: Tensor, correct: Tensor, truncated: Tensor) -> dict[
     }
 
 
-def advantage_metrics(advantages: Tensor) -> dict[str, float]:
+def advantage_metrics(advantages: Tensor, mask: Tensor | None = None) -> dict[str, float]:
+    """Advantages [B], or per token [B, T] (GAE) over the tokens where `mask` is 1."""
     a = advantages.double()
+    if mask is not None and a.ndim == 2:
+        a = a[mask.bool()]
     return {
         "policy/adv_mean": _mean(a),
         "policy/adv_abs_mean": _mean(a.abs()),
@@ -88,14 +91,18 @@ def self_check_rate(flags: Sequence[bool | None], correct: Tensor) -> dict[str, 
 
 
 def mean_stats(stats: Sequence[dict[str, float]], prefix: str = "policy/") -> dict[str, float]:
-    """Average the per-update loss statistics of one RL step; maxima stay maxima."""
+    """Average the per-update loss statistics of one RL step; maxima stay maxima, times (`perf/`)
+    add up. Keys already namespaced (`critic/…`, `perf/…`) keep their name."""
     if not stats:
         return {}
     out = {}
     for key in stats[0]:
         values = [s[key] for s in stats if key in s]
         reduce = max if key.endswith("_max") else (min if key.endswith("_min") else None)
-        out[prefix + key] = reduce(values) if reduce else sum(values) / len(values)
+        if key.startswith("perf/"):
+            reduce = sum
+        mean = sum(values) / len(values)
+        out[key if "/" in key else prefix + key] = reduce(values) if reduce else mean
     return out
 
 

@@ -129,7 +129,8 @@ def sequence_token_ratio(logp: Tensor, old_logp: Tensor, mask: Tensor) -> Tensor
 
 # --- surrogate --------------------------------------------------------------------------------
 def clipped_surrogate(log_ratio: Tensor, adv: Tensor, algo: Algorithm) -> Tensor:
-    """Per-token PPO loss [B, T] with decoupled clip bounds and optional dual clip; adv [B, 1]."""
+    """Per-token PPO loss [B, T] with decoupled clip bounds and optional dual clip; adv [B, 1] or
+    [B, T]."""
     ratio = torch.exp(log_ratio.clamp(-LOG_RATIO_LIMIT, LOG_RATIO_LIMIT))
     unclipped = -adv * ratio
     clipped = -adv * ratio.clamp(1.0 - algo.clip_low, 1.0 + algo.clip_high)
@@ -206,11 +207,13 @@ def policy_loss(
     entropy: Tensor | None = None,
 ) -> tuple[Tensor, dict[str, float]]:
     """Scalar loss to minimise and its diagnostics. logp, old_logp, mask, ref_logp, entropy: [B, T];
-    advantages: [B]. The KL term (kl_in="loss") and entropy bonus are added per token before
-    aggregation, so they share the policy loss's normaliser."""
+    advantages: [B] (one per completion, broadcast over its tokens) or [B, T] (per token, GAE).
+    The KL term (kl_in="loss") and entropy bonus are added per token before aggregation, so they
+    share the policy loss's normaliser."""
     _check_shapes(logp, old_logp, advantages, mask, ref_logp, entropy)
     mask = mask.to(logp.dtype)
-    adv = advantages.to(logp.dtype).unsqueeze(-1)  # [B, 1]
+    adv = advantages.to(logp.dtype)
+    adv = adv if adv.ndim == 2 else adv.unsqueeze(-1)  # [B, T] or [B, 1]
     log_ratio = RATIOS.get(algo.ratio_level)(logp, old_logp, mask)  # [B, T]
     pg_tok = clipped_surrogate(log_ratio, adv, algo)  # [B, T]
     loss_tok = pg_tok
@@ -242,8 +245,10 @@ def _check_shapes(logp, old_logp, advantages, mask, ref_logp, entropy) -> None:
     ):
         if t is not None and t.shape != logp.shape:
             raise ValueError(f"{name} shape {tuple(t.shape)} != logp shape {tuple(logp.shape)}")
-    if advantages.shape != logp.shape[:1]:
-        raise ValueError(f"advantages must be [B]={logp.shape[0]}, got {tuple(advantages.shape)}")
+    if advantages.shape not in (logp.shape[:1], logp.shape):
+        raise ValueError(
+            f"advantages must be [B] or [B, T]={tuple(logp.shape)}, got {tuple(advantages.shape)}"
+        )
 
 
 @torch.no_grad()

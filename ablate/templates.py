@@ -5,8 +5,11 @@ template renders a bare question into a prompt, extracts the final answer from a
 writes an answer in its own format (`extract(write_answer(a)) == a`), which the synthetic tasks
 use to build the pretraining corpus of the tiny char models.
 
-The tiny models are pretrained on `plain` only (`TRAINING_TEMPLATE`). `plain_q` changes only the
-question prefix (a mild variant: Pass@k drops but stays above 0), `plain_spaced` also spaces the
+The tiny models are pretrained on `plain` only (`TRAINING_TEMPLATE`). `plain_double_space` adds
+one space after the prefix (the mild variant: measured Pass@8 0.27 on the RL-ready rung and 0.19
+on the saturated one, against 0.98 under `plain`); `plain_q` changes the question prefix to `Q:`
+(stronger: 0.05 and 0.30; it is the variant the zoo recipe measures, `MILD_VARIANT`, kept so
+the recipe hash and the shipped ladder stay valid); `plain_spaced` also spaces the
 operators of the question (a strong variant: the char model has never seen the spaced form, so
 Pass@k goes to about 0). `qwen_math` and `r1` are strong variants too (the tiny model never writes
 `\\boxed{}` or `<answer>` tags) and their long prompts do not fit a 192-position tiny model at all;
@@ -25,7 +28,7 @@ from dataclasses import dataclass
 from ablate.errors import ConfigError
 
 TRAINING_TEMPLATE = "plain"
-MILD_VARIANT = "plain_q"
+MILD_VARIANT = "plain_q"  # part of the zoo recipe (its hash): measured at build time
 STRONG_VARIANT = "plain_spaced"
 
 GSM8K_MARKER = "####"
@@ -164,6 +167,13 @@ _TEMPLATES: dict[str, Template] = {
             answer_format=f"{GSM8K_MARKER} {{answer}}",
             extractor=after_marker,
             description="mild variant of plain: only the question prefix changed",
+        ),
+        Template(
+            name="plain_double_space",
+            prompt="Question:  {question}\nAnswer:",
+            answer_format=f"{GSM8K_MARKER} {{answer}}",
+            extractor=after_marker,
+            description="mild variant of plain: one extra space after the question prefix",
         ),
         Template(
             name="plain_spaced",

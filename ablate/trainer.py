@@ -19,6 +19,7 @@ from ablate import diagnostics as diag
 from ablate.algorithms import Algorithm
 from ablate.batch import Counters, PromptStream, collect_batch
 from ablate.checkpoint import has_checkpoint, load_checkpoint, save_checkpoint
+from ablate.critic import ValueHead, num_params
 from ablate.errors import DivergedError, TrialError
 from ablate.evaluation import evaluate
 from ablate.rollout.base import RolloutEngine
@@ -57,6 +58,7 @@ class Setup:
     engine: RolloutEngine
     optimizer: torch.optim.Optimizer
     scheduler: torch.optim.lr_scheduler.LRScheduler
+    critic: ValueHead | None = None
 
 
 @dataclass
@@ -78,7 +80,7 @@ def setup_trial(
     spec: TrialSpec, *, loaded: tuple[Any, Any] | None = None, engine: EngineFactory | None = None
 ) -> Setup:
     """Everything a trial needs, built before any compute. A reference model is loaded only
-    when kl_coef > 0."""
+    when kl_coef > 0; a value head only when advantage="gae"."""
     seed_everything(spec.seed)
     algo = spec.algorithm.resolve(max_new_tokens=spec.budget.max_new_tokens)
     task = get_task(spec.task, **dict(spec.task_options))
@@ -96,6 +98,13 @@ def setup_trial(
     optimizer = torch.optim.AdamW(
         model.parameters(), lr=o.lr, betas=o.betas, weight_decay=o.weight_decay
     )
+    critic = None
+    if algo.advantage == "gae":
+        # its own parameter group (AdamW is per-parameter, so this equals a separate AdamW at
+        # critic_lr) under the same warm-up; the optimizer's checkpoint then covers it
+        critic = ValueHead(model.config.hidden_size).to(spec.device)
+        lr = algo.critic_lr or o.lr
+        optimizer.add_param_group({"params": list(critic.parameters()), "lr": lr})
     warm = o.warmup_steps
     scheduler = torch.optim.lr_scheduler.LambdaLR(
         optimizer, lambda u: min(1.0, (u + 1) / warm) if warm else 1.0
@@ -111,6 +120,7 @@ def setup_trial(
         engine(model, tokenizer),
         optimizer,
         scheduler,
+        critic,
     )
 
 
@@ -133,13 +143,24 @@ def rl_step(s: Setup, state: TrainState, stream: PromptStream) -> dict[str, floa
         s.engine, stream, s.task, s.template, algo, budget, seed=spec.seed, counters=state.counters
     )
     t_gen = time.perf_counter()
-    tb, shaped = prepare_batch(batch, s.model, s.ref, algo, budget)
+    tb, shaped = prepare_batch(batch, s.model, s.ref, algo, budget, s.critic)
     if not torch.isfinite(tb.advantages).all():
         raise DivergedError(step, "advantages (non-finite rewards)")
     stats = run_updates(
-        s.model, s.optimizer, s.scheduler, tb, algo, spec.optim, budget, seed=spec.seed, step=step
+        s.model,
+        s.optimizer,
+        s.scheduler,
+        tb,
+        algo,
+        spec.optim,
+        budget,
+        seed=spec.seed,
+        step=step,
+        critic=s.critic,
     )
     check_weights(s.model, step)
+    if s.critic is not None:
+        check_weights(s.critic, step)
     if hasattr(s.engine, "sync_weights"):
         s.engine.sync_weights(s.model)
     state.counters.trained_tokens += int(tb.loss_mask.sum()) * algo.ppo_epochs
@@ -150,9 +171,10 @@ def rl_step(s: Setup, state: TrainState, stream: PromptStream) -> dict[str, floa
         **shaped,
         **diag.length_metrics(r.lengths, batch.correct, r.truncated),
         **diag.self_check_rate([v.self_check for v in batch.verdicts], batch.correct),
-        **diag.advantage_metrics(tb.advantages),
+        **diag.advantage_metrics(tb.advantages, tb.loss_mask),
         **diag.entropy_metrics(r.entropy, r.completion_mask),
         **diag.mean_stats(stats),
+        **_critic_metrics(s, shaped, stats),
         **state.counters.as_metrics(),
         "reward/identical_frac": diag.identical_fraction(r.texts, budget.group_size),
         "budget/gen_batches_step": float(batch.gen_batches),
@@ -163,6 +185,17 @@ def rl_step(s: Setup, state: TrainState, stream: PromptStream) -> dict[str, floa
     state.step = step
     state.stream_position = stream.position
     return metrics
+
+
+def _critic_metrics(s: Setup, shaped: dict[str, float], stats) -> dict[str, float]:
+    """The critic's cost, so a report can charge it: time (V_old pass, GAE, value loss) and size."""
+    if s.critic is None:
+        return {}
+    update_seconds = sum(u.get("perf/critic_seconds", 0.0) for u in stats)
+    return {
+        "perf/critic_seconds": shaped.get("perf/critic_seconds", 0.0) + update_seconds,
+        "budget/critic_params": float(num_params(s.critic)),
+    }
 
 
 def budget_spent(spec: TrialSpec, state: TrainState) -> bool:
@@ -246,13 +279,16 @@ def _checkpoint(s: Setup, state: TrainState, run_dir) -> None:
             optimizer=s.optimizer,
             scheduler=s.scheduler,
             state={"trial_id": s.spec.id, **state.as_dict()},
+            critic=s.critic,
         )
 
 
 def _start_or_resume(s: Setup, run_dir, tracker: Tracker) -> TrainState:
     path = None if run_dir is None else Path(run_dir) / "checkpoint"
     if path is not None and has_checkpoint(path):
-        saved = load_checkpoint(path, model=s.model, optimizer=s.optimizer, scheduler=s.scheduler)
+        saved = load_checkpoint(
+            path, model=s.model, optimizer=s.optimizer, scheduler=s.scheduler, critic=s.critic
+        )
         if saved.pop("trial_id") != s.spec.id:
             raise TrialError(f"{path} holds a checkpoint of another trial; use a fresh run_dir")
         return TrainState.from_dict(saved)

@@ -35,6 +35,13 @@ CONTRACT = {
     "overlong_penalty",
     "ppo_epochs",
     "minibatches",
+    "advantage",
+    "gae_gamma",
+    "gae_lambda",
+    "vf_coef",
+    "vf_clip",
+    "whiten_advantages",
+    "critic_lr",
 }
 
 
@@ -91,6 +98,13 @@ def test_all_problems_are_reported_at_once_with_fixes():
         {"overlong_buffer": -4},
         {"loss_norm_constant": 0, "loss_agg": "seq_mean_token_sum_norm"},
         {"max_gen_batches": True},
+        {"advantage": "critic"},
+        {"advantage": "gae", "gae_lambda": 1.5},
+        {"advantage": "gae", "gae_gamma": -0.1},
+        {"advantage": "gae", "vf_coef": 0.0},
+        {"advantage": "gae", "vf_clip": 0.0},
+        {"advantage": "gae", "critic_lr": float("inf")},
+        {"advantage": "gae", "whiten_advantages": 1},
     ],
 )
 def test_bad_values_are_refused(kwargs):
@@ -103,6 +117,51 @@ def test_cross_field_rules():
         Algorithm(loss_norm_constant=100)
     with pytest.raises(ConfigError, match="no-op"):
         Algorithm(overlong_buffer=8, overlong_penalty=0.0)
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("baseline", "leave_one_out"), ("scale", "none"), ("std_unbiased", False), ("std_eps", 1e-4)],
+)
+def test_group_only_fields_are_refused_with_gae(field, value):
+    with pytest.raises(ConfigError) as err:
+        Algorithm(advantage="gae", **{field: value})
+    msg = str(err.value)
+    assert f"{field}={value!r} does nothing with advantage='gae'" in msg
+    assert "use advantage='group'" in msg
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("gae_gamma", 0.99),
+        ("gae_lambda", 1.0),
+        ("vf_coef", 0.5),
+        ("vf_clip", None),
+        ("whiten_advantages", False),
+        ("critic_lr", 1e-5),
+    ],
+)
+def test_critic_fields_are_refused_with_group_advantages(field, value):
+    with pytest.raises(ConfigError) as err:
+        Algorithm(**{field: value})
+    msg = str(err.value)
+    assert f"{field}={value!r} does nothing with advantage='group' (there is no critic)" in msg
+    assert "use advantage='gae'" in msg
+    assert getattr(Algorithm(advantage="gae", **{field: value}), field) == value
+
+
+def test_data_side_factors_stay_available_to_gae():
+    # dynamic sampling is a data filter, not part of the group advantage: PPO + DS is an arm
+    a = Algorithm(advantage="gae", dynamic_sampling=True, mask_truncated=True, kl_in="reward")
+    assert a.dynamic_sampling and a.mask_truncated
+
+
+def test_advantage_estimators_are_group_and_gae():
+    hint = typing.get_type_hints(Algorithm)["advantage"]
+    assert set(typing.get_args(hint)) == {"group", "gae"}
+    with pytest.raises(ConfigError, match="advantage='ppo' is not one of 'group', 'gae'"):
+        Algorithm(advantage="ppo")
 
 
 def test_sequence_ratio_with_token_summing_aggregation_warns_and_says_why():

@@ -47,6 +47,6 @@ def test_wheel_includes_the_presets(tmp_path):
     subprocess.run(cmd, check=True, capture_output=True, timeout=300)
     wheel = next(tmp_path.glob("ablate-*.whl"))
     names = zipfile.ZipFile(wheel).namelist()
-    for preset in ("grpo", "dr_grpo", "dapo", "gspo"):
+    for preset in ("grpo", "dr_grpo", "dapo", "gspo", "ppo"):
         assert f"baselines/{preset}.py" in names
     assert "ablate/objective.py" in names

@@ -24,6 +24,7 @@ EXPECTED_DIFF = {
         "minibatches",
     },
     "gspo": {"ratio_level", "clip_low", "clip_high", "kl_coef", "minibatches"},
+    "ppo": {"advantage", "loss_agg", "kl_coef", "kl_estimator", "kl_in", "ppo_epochs"},
 }
 
 
@@ -54,6 +55,17 @@ def test_presets_match_the_papers():
     assert (gspo.ratio_level, gspo.clip_low, gspo.clip_high) == ("sequence", 3e-4, 4e-4)
     assert gspo.minibatches == 4 and gspo.loss_agg == "seq_mean_token_mean"
     assert (grpo.kl_coef, grpo.kl_estimator, grpo.kl_in) == (0.04, "k3", "loss")
+
+
+def test_ppo_preset_matches_trl_defaults_and_switches_to_group_cleanly():
+    import dataclasses
+
+    ppo = ablate.baseline("ppo")
+    assert ppo.advantage == "gae" and (ppo.gae_gamma, ppo.gae_lambda) == (1.0, 0.95)
+    assert (ppo.vf_coef, ppo.vf_clip, ppo.whiten_advantages) == (0.1, 0.2, True)
+    assert (ppo.kl_coef, ppo.kl_estimator, ppo.kl_in, ppo.ppo_epochs) == (0.05, "k1", "reward", 4)
+    # the critic's values are the defaults, so "PPO without a critic" is one replace away
+    assert dataclasses.replace(ppo, advantage="group").advantage == "group"
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED_DIFF))

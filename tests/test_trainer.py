@@ -251,3 +251,102 @@ def test_injected_nan_ends_the_trial_as_diverged_with_the_step():
     )
     assert result.outcome == "diverged" and result.steps == 2
     assert "step 3" in result.message and "not finite" in result.message
+
+
+# --- PPO's critic -----------------------------------------------------------------------------
+PPO = Algorithm(advantage="gae", kl_coef=0.1, kl_estimator="k1", kl_in="reward", ppo_epochs=2)
+
+
+def test_gae_batch_has_per_token_advantages_and_kl_in_the_token_rewards():
+    from ablate.critic import ValueHead
+
+    algo = dataclasses.replace(PPO, gae_lambda=1.0)
+    batch, _ = batch_parts(algo, mixed)
+    policy, ref = loaded(0)[0], loaded(1)[0]
+    critic = ValueHead(policy.config.hidden_size)
+    tb, m = prepare_batch(batch, policy, ref, algo, spec().budget, critic)
+    mask = batch.rollouts.completion_mask
+    assert tb.advantages.shape == mask.shape and tb.returns.shape == mask.shape
+    assert tb.advantages[mask == 0].abs().sum() == 0
+    real = tb.advantages[mask.bool()]  # whitened over the batch's tokens
+    assert abs(real.mean().item()) < 1e-5 and real.std().item() == pytest.approx(1.0, abs=1e-4)
+    # V_old = 0 (zero head), gamma = lambda = 1: the returns are the rewards-to-go, i.e. the
+    # outcome plus the KL penalties of the tokens still to come
+    kl_tok = (tb.old_logp - frozen(ref, batch)) * mask
+    to_go = torch.flip(torch.cumsum(torch.flip(-0.1 * kl_tok, [1]), 1), [1])
+    expected_first = batch.scores + to_go[:, 0]
+    torch.testing.assert_close(tb.returns[:, 0], expected_first, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(tb.rewards, batch.scores - 0.1 * kl_tok.sum(-1))
+    assert m["critic/explained_var"] == pytest.approx(0.0, abs=1e-6)  # V = 0 explains nothing
+
+
+def frozen(model, batch):
+    from ablate.update import frozen_logprobs
+
+    return frozen_logprobs(model, batch.rollouts, spec().budget.temperature)
+
+
+def test_gae_needs_the_critic():
+    batch, _ = batch_parts(PPO, mixed)
+    with pytest.raises(ValueError, match="needs the critic"):
+        prepare_batch(batch, loaded()[0], None, Algorithm(advantage="gae"), spec().budget)
+
+
+def test_critic_only_for_gae_and_in_its_own_optimizer_group():
+    assert setup_trial(spec(), loaded=loaded(), engine=scripted(mixed)).critic is None
+    algo = Algorithm(advantage="gae", critic_lr=1e-3)
+    s = setup_trial(spec(algo), loaded=loaded(), engine=scripted(mixed))
+    assert s.critic is not None
+    assert [g["lr"] for g in s.optimizer.param_groups] == [spec().optim.lr, 1e-3]
+
+
+def test_ppo_resume_after_kill_equals_uninterrupted_run_critic_included(tmp_path):
+    s = spec(PPO, budget=dataclasses.replace(spec().budget, max_steps=4), checkpoint_every=1)
+    full_tracker = MemoryTracker()
+    full_model, _ = loaded()
+    train(
+        s,
+        tracker=full_tracker,
+        run_dir=tmp_path / "full",
+        loaded=(full_model, TOK),
+        engine=scripted(mixed),
+    )
+
+    def kill_at_2(step, total, metrics):
+        if step == 2:
+            raise KeyboardInterrupt
+
+    cut_tracker = MemoryTracker()
+    with pytest.raises(KeyboardInterrupt):
+        train(
+            s,
+            tracker=cut_tracker,
+            run_dir=tmp_path / "cut",
+            loaded=loaded(),
+            engine=scripted(mixed),
+            progress=kill_at_2,
+        )
+    resumed_model, _ = loaded()
+    result = train(
+        s,
+        tracker=cut_tracker,
+        run_dir=tmp_path / "cut",
+        loaded=(resumed_model, TOK),
+        engine=scripted(mixed),
+    )
+    assert result.steps == 4
+    full, resumed = full_model.state_dict(), resumed_model.state_dict()
+    for key in full:
+        assert torch.equal(full[key], resumed[key]), key
+    # the critic's trajectory (value head weights and Adam state) resumed exactly too
+    full_values = [v for _, v in full_tracker.history("critic/value_mean")]
+    cut_values = [v for _, v in cut_tracker.history("critic/value_mean")]
+    assert len(full_values) == 4 and full_values == cut_values
+    assert full_values[-1] != 0
+    saved = [
+        torch.load(tmp_path / run / "checkpoint" / "trainer.pt", weights_only=False)["critic"]
+        for run in ("full", "cut")
+    ]
+    assert saved[0]["weight"].abs().sum() > 0
+    for key in saved[0]:
+        assert torch.equal(saved[0][key], saved[1][key]), key

@@ -28,7 +28,7 @@ def run_preset(name: str, steps: int = 5):
     return train(spec, tracker=tracker), tracker
 
 
-@pytest.mark.parametrize("name", ["grpo", "dr_grpo", "dapo", "gspo"])
+@pytest.mark.parametrize("name", ["grpo", "dr_grpo", "dapo", "gspo", "ppo"])
 def test_every_preset_runs_five_steps_on_the_zoo(name):
     result, tracker = run_preset(name)
     assert result.outcome == "finished", result.message
@@ -41,3 +41,18 @@ def test_every_preset_runs_five_steps_on_the_zoo(name):
         assert max(v for _, v in tracker.history("policy/ratio_var")) > 0
     if name == "grpo":
         assert tracker.last("policy/kl_ref") >= 0  # KL 0.04 in the loss: reference model loaded
+    if name == "ppo":
+        assert_critic_trained_and_logged(tracker)
+
+
+def assert_critic_trained_and_logged(tracker):
+    for key in ("critic/value_loss", "critic/value_clip_frac", "critic/value_mean"):
+        assert len(tracker.history(key)) == 5, key
+    ev = [v for _, v in tracker.history("critic/explained_var")]
+    assert len(ev) == 5 and all(math.isnan(v) or v <= 1 for v in ev)
+    # the zero-initialised head predicts 0 at step 1 and has moved by step 5
+    assert tracker.history("critic/value_mean")[0][1] != tracker.last("critic/value_mean")
+    assert tracker.last("reward/kl_penalty_mean") != 0  # k1 KL per token in the reward
+    assert tracker.last("perf/critic_seconds") > 0
+    assert tracker.last("budget/critic_params") > 0
+    assert tracker.last("critic/grad_norm") > 0
