@@ -42,15 +42,12 @@ def train(
 ) -> None:
     """Train one algorithm from one base model and print the final evaluation."""
     import dataclasses
-    import math
 
     from rich.console import Console
-    from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
     from rich.table import Table
 
     from ablate.errors import ConfigError
     from ablate.presets import baseline
-    from ablate.trainer import train as run_trial
     from ablate.trial import Budget, EvalSpec, Optim, TrialSpec
 
     base = baseline(algo)
@@ -69,22 +66,7 @@ def train(
         eval=EvalSpec(every=eval_every, max_problems=eval_problems),
     )
     console = Console()
-    columns = [
-        TextColumn("{task.description}"),
-        BarColumn(),
-        TextColumn("{task.completed}/{task.total}"),
-        TextColumn("{task.fields[info]}"),
-        TimeRemainingColumn(),
-    ]
-    with Progress(*columns, console=console) as bar:
-        job = bar.add_task(f"{algo} seed {seed}", total=steps, info="")
-
-        def on_step(step: int, total: int, m: dict) -> None:
-            reward, length = m.get("reward/mean", math.nan), m.get("length/mean", math.nan)
-            info = f"reward {reward:.3f}  len {length:.1f}"
-            bar.update(job, completed=step, info=info)
-
-        result = run_trial(spec, run_dir=run_dir or None, progress=on_step)
+    result = _run_with_bar(spec, console, label=f"{algo} seed {seed}", run_dir=run_dir or None)
     table = Table(title=f"{algo} on {model} ({template}), seed {seed}: {result.outcome}")
     table.add_column("metric")
     table.add_column("value", justify="right")
@@ -94,3 +76,28 @@ def train(
     if result.outcome != "finished":
         console.print(f"[red]{result.message}[/red]")
         raise typer.Exit(1)
+
+
+def _run_with_bar(spec, console, *, label: str, run_dir: str | None):
+    import math
+
+    from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
+
+    from ablate.trainer import train as run_trial
+
+    steps = spec.budget.max_steps
+    columns = [
+        TextColumn("{task.description}"),
+        BarColumn(),
+        TextColumn("{task.completed}/{task.total}"),
+        TextColumn("{task.fields[info]}"),
+        TimeRemainingColumn(),
+    ]
+    with Progress(*columns, console=console) as bar:
+        job = bar.add_task(label, total=steps, info="")
+
+        def on_step(step: int, total: int, m: dict) -> None:
+            reward, length = m.get("reward/mean", math.nan), m.get("length/mean", math.nan)
+            bar.update(job, completed=step, info=f"reward {reward:.3f}  len {length:.1f}")
+
+        return run_trial(spec, run_dir=run_dir, progress=on_step)
