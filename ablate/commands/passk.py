@@ -34,7 +34,7 @@ def passk(
     n: int = typer.Option(16, help="samples per problem"),
     k: str = typer.Option("1,4,8,16", help="comma-separated k values (each <= n)"),
     max_problems: int | None = typer.Option(None, help="use only the first eval problems"),
-    max_new_tokens: int = typer.Option(32, help="completion budget in tokens"),
+    max_new_tokens: int = typer.Option(80, help="completion budget in tokens (the zoo's)"),
     temperature: float = typer.Option(1.0, help="sampling temperature (0 = greedy)"),
     top_p: float = typer.Option(1.0, help="nucleus sampling mass (1 = off)"),
     seed: int = typer.Option(0, help="sampling seed (the same for every model and template)"),
