@@ -1,0 +1,122 @@
+"""The tracker interface every trial logs through, with the no-op and in-memory trackers and the
+run-environment tags. Kept apart from `ablate.tracking` (the MLflow side, the only module that
+imports mlflow) so code and tests that never touch MLflow need not read it."""
+
+from __future__ import annotations
+
+import platform
+import re
+import subprocess
+from collections.abc import Mapping, Sequence
+from importlib import metadata
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+#: What MLflow allows in a metric name: alphanumerics, _ - . space : /
+METRIC_NAME = re.compile(r"[\w\-. :/]+")
+
+
+@runtime_checkable
+class Tracker(Protocol):
+    def log_params(self, params: Mapping[str, Any]) -> None: ...
+    def log_metrics(self, metrics: Mapping[str, float], step: int) -> None: ...
+    def log_samples(self, name: str, records: Sequence[Mapping[str, Any]], step: int) -> None: ...
+    def set_tags(self, tags: Mapping[str, str]) -> None: ...
+
+
+class NullTracker:
+    """Discards everything."""
+
+    def log_params(self, params: Mapping[str, Any]) -> None:
+        pass
+
+    def log_metrics(self, metrics: Mapping[str, float], step: int) -> None:
+        pass
+
+    def log_samples(self, name: str, records: Sequence[Mapping[str, Any]], step: int) -> None:
+        pass
+
+    def set_tags(self, tags: Mapping[str, str]) -> None:
+        pass
+
+    def log_dict(self, data: Mapping[str, Any], artifact_file: str) -> None:
+        pass
+
+    def close(self, status: str = "FINISHED") -> None:
+        pass
+
+
+class MemoryTracker:
+    """Keeps everything in memory (tests, notebooks, the quick smoke path)."""
+
+    def __init__(self) -> None:
+        self.params: dict[str, Any] = {}
+        self.tags: dict[str, str] = {}
+        self.metrics: list[tuple[int, dict[str, float]]] = []
+        self.samples: list[tuple[str, int, list[dict[str, Any]]]] = []
+        self.dicts: dict[str, dict[str, Any]] = {}
+        self.status: str | None = None
+
+    def log_params(self, params: Mapping[str, Any]) -> None:
+        self.params.update(params)
+
+    def log_metrics(self, metrics: Mapping[str, float], step: int) -> None:
+        # the names MLflow accepts, checked here so fast tests catch a name MLflow would reject
+        bad = [k for k in metrics if not METRIC_NAME.fullmatch(k)]
+        if bad:
+            raise ValueError(f"metric names MLflow would reject: {bad}")
+        self.metrics.append((step, dict(metrics)))
+
+    def log_samples(self, name: str, records: Sequence[Mapping[str, Any]], step: int) -> None:
+        self.samples.append((name, step, [dict(r) for r in records]))
+
+    def set_tags(self, tags: Mapping[str, str]) -> None:
+        self.tags.update(tags)
+
+    def log_dict(self, data: Mapping[str, Any], artifact_file: str) -> None:
+        self.dicts[artifact_file] = dict(data)
+
+    def close(self, status: str = "FINISHED") -> None:
+        self.status = status
+
+    def history(self, key: str) -> list[tuple[int, float]]:
+        """[(step, value)] of one metric in logging order."""
+        return [(s, m[key]) for s, m in self.metrics if key in m]
+
+    def last(self, key: str) -> float:
+        values = self.history(key)
+        if not values:
+            raise KeyError(f"metric {key!r} was never logged")
+        return values[-1][1]
+
+
+# --- MLflow ---------------------------------------------------------------------------------------
+
+# MLflow's limits (platform notes): longer values are rejected, so they are truncated here.
+
+
+def _git(*args: str) -> str | None:
+    try:
+        out = subprocess.run(
+            ["git", *args], cwd=Path(__file__).parent, capture_output=True, text=True, timeout=10
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() if out.returncode == 0 else None
+
+
+def environment_tags() -> dict[str, str]:
+    """Git commit of the code (plus whether the tree had uncommitted changes) and versions."""
+    commit = _git("rev-parse", "HEAD")
+    dirty = _git("status", "--porcelain", "--untracked-files=no")
+    tags = {
+        "git.commit": commit or "unknown",
+        "git.dirty": "unknown" if dirty is None else str(bool(dirty)).lower(),
+        "version.python": platform.python_version(),
+    }
+    for package in ("ablate", "torch", "transformers", "mlflow"):
+        try:
+            tags[f"version.{package}"] = metadata.version(package)
+        except metadata.PackageNotFoundError:
+            tags[f"version.{package}"] = "not installed"
+    return tags
