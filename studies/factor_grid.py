@@ -1,5 +1,5 @@
-"""Factor grid: single-factor ablations from GRPO and the progressive path GRPO → DAPO (the DAPO
-paper's Table 1 for our setting), 3 seeds on the RL-ready rung.
+"""Factor grid: single-factor ablations from GRPO, the progressive path GRPO → DAPO (the DAPO
+paper's Table 1 for our setting) and PPO as the reference row, 3 seeds on the RL-ready rung.
 
 The base arm uses 4 mini-batches per rollout and no KL so that clip and ratio factors can act
 (with one update per rollout the ratio is always 1)."""
@@ -7,7 +7,7 @@ The base arm uses 4 mini-batches per rollout and no KL so that clip and ratio fa
 import dataclasses
 
 import ablate
-from ablate.study import Budget, EvalSpec, Study, one_at_a_time, path
+from ablate.study import Budget, EvalSpec, Study, arm, one_at_a_time, path
 
 BASE = dataclasses.replace(ablate.baseline("grpo"), minibatches=4, kl_coef=0.0)
 
@@ -26,7 +26,8 @@ STUDY = Study(
         overlong_buffer=[None],
         kl_coef=[0.04],
     )
-    + path("grpo", "dapo"),
+    + path("grpo", "dapo")
+    + [arm("ppo", "ppo")],  # the reference row: a learned critic instead of group baselines
     reference="custom",
     seeds=[0, 1, 2],
     budget=Budget(max_steps=150, prompts_per_step=8, group_size=8, max_new_tokens=80),

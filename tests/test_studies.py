@@ -39,3 +39,11 @@ def test_gpu_template_refuses_missing_paths(monkeypatch, tmp_path):
     with pytest.raises(StudyError) as err:
         load_study(STUDIES / "qwen_math_gpu.py")
     assert "no-model" in str(err.value) and "no-data.jsonl" in str(err.value)
+
+
+def test_factor_grid_includes_the_ppo_reference_row():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        study = load_study(STUDIES / "factor_grid.py")
+    ppo = study.arm("ppo").algorithm
+    assert ppo.advantage == "gae" and any(t.arm == "ppo" for t in study.trials())

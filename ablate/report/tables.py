@@ -140,6 +140,10 @@ DYNAMICS = {
     "token-ratio var": ("policy/ratio_var", "all"),
     "seq-ratio var": ("policy/seq_ratio_var", "all"),
     "extra gen. batches": ("budget/extra_gen_batches", "final"),
+    "step s": ("perf/step_seconds", "all"),
+    # PPO's critic: what it adds in time per step and in parameters (absent for group arms)
+    "critic s/step": ("perf/critic_seconds", "all"),
+    "critic params": ("budget/critic_params", "final"),
 }
 
 
