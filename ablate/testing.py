@@ -255,6 +255,18 @@ class ToyTask:
         return ToyVerdict(float(correct), correct, answer, answer is not None)
 
 
+def zoo_model_built(name: str) -> bool:
+    """Whether zoo model `name` is built (shipped or cached), for tests that skip without it."""
+    from ablate.errors import ConfigError
+    from ablate.models import zoo_path
+
+    try:
+        zoo_path(name)
+    except ConfigError:
+        return False
+    return True
+
+
 def cycle_script(completions: Sequence[str]) -> Callable[[str, int, int], str]:
     """A script giving sample j of every prompt `completions[j % len(completions)]`."""
     options = list(completions)
@@ -272,4 +284,5 @@ __all__ = [
     "char_tokenizer",
     "cycle_script",
     "tiny_llama",
+    "zoo_model_built",
 ]

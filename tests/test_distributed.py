@@ -31,6 +31,7 @@ from ablate.distributed import (
 from ablate.errors import ConfigError
 from ablate.runner import TrialOutcome
 from ablate.study import Budget, EvalSpec, Study, arm, load_study
+from ablate.testing import zoo_model_built
 from ablate.tracking import MLflowStudy, load_runs
 
 pytestmark = pytest.mark.filterwarnings("ignore:The ``noload`` loader strategy:DeprecationWarning")
@@ -254,18 +255,8 @@ def postgres():
         shutil.rmtree(root, ignore_errors=True)
 
 
-def _zoo_model_built(name: str) -> bool:
-    from ablate.models import zoo_path
-
-    try:
-        zoo_path(name)
-    except ConfigError:
-        return False
-    return True
-
-
 def test_two_workers_share_a_study_on_postgres(postgres, tmp_path):
-    if not _zoo_model_built("hopeless"):
+    if not zoo_model_built("hopeless"):
         pytest.skip("zoo model 'hopeless' not built (ablate zoo build ladder)")
     study_file = tmp_path / "dist.py"
     study_file.write_text(STUDY_FILE.format(name="dist"))

@@ -8,8 +8,9 @@ import pytest
 
 import ablate.tune
 from ablate.cli import main
-from ablate.errors import ConfigError, StudyError
+from ablate.errors import StudyError
 from ablate.study import Budget, EvalSpec, SearchSpace, Study, arm
+from ablate.testing import zoo_model_built
 from ablate.tracking import load_runs
 from ablate.trainer import TrialResult
 
@@ -34,18 +35,8 @@ STUDY = Study(
 """
 
 
-def _zoo_model_built(name: str) -> bool:
-    from ablate.models import zoo_path
-
-    try:
-        zoo_path(name)
-    except ConfigError:
-        return False
-    return True
-
-
 def test_tune_cli_runs_and_logs_each_trial(tmp_path, capsys):
-    if not _zoo_model_built("hopeless"):
+    if not zoo_model_built("hopeless"):
         pytest.skip("zoo model 'hopeless' not built (ablate zoo build ladder)")
     study_file = tmp_path / "tiny.py"
     study_file.write_text(STUDY_FILE)
