@@ -29,7 +29,7 @@ from ablate.tasks.base import Task
 from ablate.templates import Template, get_template
 from ablate.tracking import NullTracker, Tracker
 from ablate.trial import TrialSpec
-from ablate.update import check_weights, prepare_batch, run_updates
+from ablate.update import check_weights, forward_tokens, prepare_batch, run_updates
 
 Progress = Callable[[int, int, dict[str, float]], None]
 EngineFactory = Callable[[torch.nn.Module, Any], RolloutEngine]
@@ -181,7 +181,11 @@ def rl_step(s: Setup, state: TrainState, stream: PromptStream) -> dict[str, floa
         "perf/gen_seconds": t_gen - t0,
         "perf/train_seconds": t_end - t_gen,
         "perf/step_seconds": t_end - t0,
+        # non-padding tokens through forward + backward (for FLOP utilisation: 6 x params x this)
+        "perf/update_tokens": float(forward_tokens(s.model, r) * algo.ppo_epochs),
     }
+    # The harness's own cost (this dict), so benchmarks can report it as a share of the step.
+    metrics["perf/diagnostics_seconds"] = time.perf_counter() - t_end
     state.step = step
     state.stream_position = stream.position
     return metrics

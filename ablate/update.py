@@ -54,20 +54,45 @@ def completion_forward(
 ) -> tuple[Tensor, Tensor, Tensor | None]:
     """`completion_logprobs` plus, with a critic, the values [B, T] read from the same forward
     at the positions that predict each completion token."""
+    hidden, logits = completion_outputs(model, ids, attn, prompt_len, critic is not None)
+    logps = torch.log_softmax(logits.float() / temperature, dim=-1)  # [B, T, V]
+    targets = ids[:, prompt_len:]
+    logp = logps.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
+    entropy = -(logps.exp() * logps).sum(-1)
+    values = None if critic is None else critic(hidden)
+    return logp, entropy, values
+
+
+def completion_outputs(
+    model: torch.nn.Module, ids: Tensor, attn: Tensor, prompt_len: int, want_hidden: bool
+) -> tuple[Tensor | None, Tensor]:
+    """(final hidden states or None, logits), both [B, T, ...], at the positions that predict
+    the completion tokens. Llama models run each distinct prompt once (`fast_llama`)."""
+    from ablate import fast_llama
+
+    if fast_llama.supports(model):
+        hidden = fast_llama.completion_hidden(model, ids, attn, prompt_len)
+        return hidden, fast_llama.logits_from_hidden(model, hidden)
     positions = (attn.cumsum(-1) - 1).clamp(min=0)
     out = model(
         input_ids=ids,
         attention_mask=attn,
         position_ids=positions,
-        output_hidden_states=critic is not None,
+        output_hidden_states=want_hidden,
     )
-    logits = out.logits[:, prompt_len - 1 : -1].float() / temperature  # [B, T, V]
-    logps = torch.log_softmax(logits, dim=-1)
-    targets = ids[:, prompt_len:]
-    logp = logps.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
-    entropy = -(logps.exp() * logps).sum(-1)
-    values = None if critic is None else critic(out.hidden_states[-1][:, prompt_len - 1 : -1])
-    return logp, entropy, values
+    hidden = out.hidden_states[-1][:, prompt_len - 1 : -1] if want_hidden else None
+    return hidden, out.logits[:, prompt_len - 1 : -1]
+
+
+def forward_tokens(model: torch.nn.Module, rollouts: Rollouts) -> int:
+    """Non-padding tokens one training forward of `rollouts` processes: each distinct prompt
+    once on the fused Llama path (its G rows share it), every row's prompt otherwise."""
+    from ablate import fast_llama
+
+    prompt_ids, prompt_mask = rollouts.prompt_ids, rollouts.prompt_mask
+    if fast_llama.supports(model):
+        _, prompt_mask, _ = fast_llama.distinct_prompts(prompt_ids, prompt_mask)
+    return int(prompt_mask.sum() + rollouts.completion_mask.sum())
 
 
 def model_inputs(rollouts: Rollouts, device: torch.device | str = "cpu") -> tuple[Tensor, Tensor]:

@@ -3,9 +3,11 @@
 Prompts are encoded with `tokenizer(prompts, add_special_tokens=True)`: whether a BOS token is
 prepended is the tokenizer's decision (its post-processor), so the engine, the trainer and
 `model.generate` on `tokenizer(prompt)` all see the same prompt tokens. Prompts are left padded
-with explicit position ids (each prompt starts at position 0), the KV cache is the model's own
-`DynamicCache`, and sampling draws from a `torch.Generator` seeded by `SamplingParams.seed`, so
-the global RNG is never touched and the same seed gives the same completions.
+with explicit position ids (each prompt starts at position 0). Llama models decode through
+`ablate.fast_llama` (one prefill per prompt shared by its G samples, fused projections); any
+other model through its own forward over a preallocated `DynamicCache`. Sampling draws from a
+`torch.Generator` seeded by `SamplingParams.seed`, so the global RNG is never touched and the
+same seed gives the same completions.
 """
 
 from __future__ import annotations
@@ -64,10 +66,10 @@ class HFEngine:
         prompts = list(prompts)
         ids_per_prompt = resolve_problem_ids(prompts, problem_ids)
         prompt_ids, prompt_mask = self._encode(prompts)
+        with torch.inference_mode(), _eval_mode(self.model):
+            decoded = self._decode(prompt_ids, prompt_mask, n, sampling)
         prompt_ids = prompt_ids.repeat_interleave(n, dim=0)
         prompt_mask = prompt_mask.repeat_interleave(n, dim=0)
-        with torch.inference_mode(), _eval_mode(self.model):
-            decoded = self._decode(prompt_ids, prompt_mask, sampling)
         return self._assemble(
             decoded, prompt_ids, prompt_mask, prompts, ids_per_prompt, n, sampling
         )
@@ -91,34 +93,22 @@ class HFEngine:
     # -- the decode loop ------------------------------------------------------------------------
 
     def _decode(
-        self, prompt_ids: Tensor, prompt_mask: Tensor, sampling: SamplingParams
+        self, prompt_ids: Tensor, prompt_mask: Tensor, n: int, sampling: SamplingParams
     ) -> _Decoded:
-        from ablate.rollout.kv import DecodeMasks, preallocated_cache
-
+        """Sample `n` completions of each prompt row ([P, W] ids and mask, left padded)."""
         device, steps = self.device, sampling.max_new_tokens
-        batch, width = prompt_ids.shape
+        batch = prompt_ids.shape[0] * n
         generator = torch.Generator(device=device).manual_seed(sampling.seed)
         stop_candidates = self._stop_candidate_mask(sampling.stop)
-        dtype = next(self.model.parameters()).dtype
-        attention_kind = getattr(self.model.config, "_attn_implementation", None) or "eager"
-        masks = DecodeMasks(prompt_mask.to(device), steps, dtype, attention_kind)
-        prompt_len = prompt_mask.sum(-1).to(device)
         tokens = torch.full((batch, steps), self.pad_id, dtype=torch.long, device=device)
         logprobs = torch.zeros((batch, steps), device=device)
         entropy = torch.zeros((batch, steps), device=device)
         lengths = torch.full((batch,), steps, dtype=torch.long, device=device)
         done = torch.zeros(batch, dtype=torch.bool, device=device)
         by_eos = torch.zeros(batch, dtype=torch.bool, device=device)
-        out = self.model(
-            input_ids=prompt_ids.to(device),
-            attention_mask=masks.prefill(),
-            position_ids=(masks.prefill().cumsum(-1) - 1).clamp(min=0),
-            cache=preallocated_cache(self.model.config, width + steps),
-            use_cache=True,
-            logits_to_keep=1,
-        )
+        logits, advance = self._start(prompt_ids.to(device), prompt_mask.to(device), n, steps)
         for step in range(steps):
-            token, logprob, ent = sample_next(out.logits[:, -1], sampling, generator)
+            token, logprob, ent = sample_next(logits, sampling, generator)
             token = token.masked_fill(done, self.pad_id)
             tokens[:, step], logprobs[:, step], entropy[:, step] = token, logprob, ent
             eos = (token == self.eos_id) & (not sampling.ignore_eos)
@@ -129,14 +119,50 @@ class HFEngine:
             done |= ended
             if step + 1 == steps or bool(done.all()):
                 break
+            logits = advance(token, step + 1)
+        return _Decoded(tokens, logprobs, entropy, lengths, done, by_eos)
+
+    def _start(self, prompt_ids: Tensor, prompt_mask: Tensor, n: int, steps: int):
+        """(logits [B, V] of the first new token, advance(token [B], generated) -> logits).
+        Llama models take the fused path (one prefill per distinct prompt); any other model
+        runs transformers' forward over a preallocated cache."""
+        from ablate import fast_llama
+
+        if fast_llama.supports(self.model):
+            decoder = fast_llama.Decoder(self.model, prompt_ids, prompt_mask, n, steps)
+            return decoder.first_logits, decoder.step
+        return self._start_transformers(
+            prompt_ids.repeat_interleave(n, 0), prompt_mask.repeat_interleave(n, 0), steps
+        )
+
+    def _start_transformers(self, prompt_ids: Tensor, prompt_mask: Tensor, steps: int):
+        from ablate.rollout.kv import DecodeMasks, preallocated_cache
+
+        dtype = next(self.model.parameters()).dtype
+        attention_kind = getattr(self.model.config, "_attn_implementation", None) or "eager"
+        masks = DecodeMasks(prompt_mask, steps, dtype, attention_kind)
+        prompt_len = prompt_mask.sum(-1)
+        out = self.model(
+            input_ids=prompt_ids,
+            attention_mask=masks.prefill(),
+            position_ids=(masks.prefill().cumsum(-1) - 1).clamp(min=0),
+            cache=preallocated_cache(self.model.config, prompt_ids.shape[1] + steps),
+            use_cache=True,
+            logits_to_keep=1,
+        )
+        cache = out.cache
+
+        def advance(token: Tensor, generated: int) -> Tensor:
             out = self.model(
                 input_ids=token[:, None],
-                attention_mask=masks.step(step + 1),
-                position_ids=(prompt_len + step)[:, None],
-                cache=out.cache,
+                attention_mask=masks.step(generated),
+                position_ids=(prompt_len + generated - 1)[:, None],
+                cache=cache,
                 use_cache=True,
             )
-        return _Decoded(tokens, logprobs, entropy, lengths, done, by_eos)
+            return out.logits[:, -1]
+
+        return out.logits[:, -1], advance
 
     def _stop_candidate_mask(self, stops: tuple[str, ...]) -> Tensor | None:
         """Vocabulary mask of tokens that can complete a stop string (their text contains the

@@ -1,0 +1,314 @@
+"""A functional forward for Llama-architecture causal LMs, over the module's live parameters.
+
+Why it exists (measured, `ablate bench`): at the sizes this harness trains on a CPU,
+transformers' generic forward spends much of a decode step in Python and in small element-wise
+kernels, and every row of a GRPO group carries its own copy of the same prompt. This forward
+
+- fuses the q/k/v projections into one matmul and gate/up into another,
+- rotates q and k in one pass, and uses PyTorch's fused RMSNorm and SDPA kernels,
+- runs each distinct prompt once and shares its keys/values with the G completions of its
+  group: in training the gradients of all G rows flow back into that one prompt pass, which is
+  exactly the gradient of G separate copies (the prompt's activations do not depend on the row).
+
+It reads the parameters on every call (no copies that could go stale while training), computes
+what `LlamaForCausalLM.forward` computes (tested to float tolerance, values and gradients), and
+`supports()` refuses any configuration it does not reproduce, so callers fall back to
+transformers. `ABLATE_FAST_LLAMA=0` turns it off (benchmarks compare both).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+#: Off switch for debugging and A/B benchmarks.
+ENABLED = os.environ.get("ABLATE_FAST_LLAMA", "1") != "0"
+
+
+def supports(model: torch.nn.Module) -> bool:
+    """True when this module reproduces `model`'s forward exactly."""
+    cfg = getattr(model, "config", None)
+    if not ENABLED or cfg is None or type(model).__name__ != "LlamaForCausalLM":
+        return False
+    rope = getattr(cfg, "rope_parameters", None) or {}
+    return (
+        cfg.hidden_act == "silu"
+        and rope.get("rope_type", "default") == "default"
+        and getattr(cfg, "pretraining_tp", 1) == 1
+        and not (model.training and cfg.attention_dropout)
+        and not getattr(model.model, "gradient_checkpointing", False)
+    )
+
+
+@dataclass(frozen=True)
+class Layer:
+    """One decoder layer's weights, q/k/v and gate/up concatenated (views of the live ones)."""
+
+    ln1: Tensor
+    qkv: Tensor
+    qkv_bias: Tensor | None
+    o: Tensor
+    o_bias: Tensor | None
+    ln2: Tensor
+    gate_up: Tensor
+    gate_up_bias: Tensor | None
+    down: Tensor
+    down_bias: Tensor | None
+
+
+@dataclass(frozen=True)
+class Weights:
+    embed: Tensor
+    padding_idx: int | None
+    layers: list[Layer]
+    norm: Tensor
+    head: Tensor
+    heads: int
+    kv_heads: int
+    head_dim: int
+    eps: float
+    inv_freq: Tensor
+    rope_scaling: float
+
+
+def _cat_bias(*linears) -> Tensor | None:
+    biases = [m.bias for m in linears]
+    return None if any(b is None for b in biases) else torch.cat(biases)
+
+
+def fuse_weights(model) -> Weights:
+    """The weights of one forward. The concatenations are differentiable, so gradients reach
+    the model's own parameters; fuse once per forward (or per rollout, under no_grad)."""
+    layers = []
+    for block in model.model.layers:
+        a, m = block.self_attn, block.mlp
+        layers.append(
+            Layer(
+                ln1=block.input_layernorm.weight,
+                qkv=torch.cat([a.q_proj.weight, a.k_proj.weight, a.v_proj.weight]),
+                qkv_bias=_cat_bias(a.q_proj, a.k_proj, a.v_proj),
+                o=a.o_proj.weight,
+                o_bias=a.o_proj.bias,
+                ln2=block.post_attention_layernorm.weight,
+                gate_up=torch.cat([m.gate_proj.weight, m.up_proj.weight]),
+                gate_up_bias=_cat_bias(m.gate_proj, m.up_proj),
+                down=m.down_proj.weight,
+                down_bias=m.down_proj.bias,
+            )
+        )
+    cfg, rotary = model.config, model.model.rotary_emb
+    return Weights(
+        embed=model.model.embed_tokens.weight,
+        padding_idx=model.model.embed_tokens.padding_idx,
+        layers=layers,
+        norm=model.model.norm.weight,
+        head=model.lm_head.weight,
+        heads=cfg.num_attention_heads,
+        kv_heads=cfg.num_key_value_heads,
+        head_dim=getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads,
+        eps=cfg.rms_norm_eps,
+        inv_freq=rotary.inv_freq,
+        rope_scaling=float(rotary.attention_scaling),
+    )
+
+
+# -- the blocks ----------------------------------------------------------------------------------
+
+
+def rope_tables(w: Weights, positions: Tensor, dtype: torch.dtype) -> tuple[Tensor, Tensor]:
+    """cos and signed sin [B, S, 1, D] for `positions` [B, S]; the sign folds transformers'
+    rotate_half into a roll: rotate_half(x) * sin == roll(x, D/2) * signed_sin."""
+    freqs = positions[..., None].float() * w.inv_freq.float()  # [B, S, D/2]
+    cos = freqs.cos() * w.rope_scaling
+    sin = freqs.sin() * w.rope_scaling
+    cos = torch.cat([cos, cos], -1)
+    signed_sin = torch.cat([-sin, sin], -1)
+    return cos.to(dtype)[:, :, None], signed_sin.to(dtype)[:, :, None]
+
+
+def rotate(x: Tensor, cos: Tensor, signed_sin: Tensor) -> Tensor:
+    """RoPE on x [B, S, H, D]."""
+    return x * cos + x.roll(x.shape[-1] // 2, -1) * signed_sin
+
+
+class PrefixKV:
+    """Keys/values of a shared prompt prefix [B, Hk, W, D], extended by the rows' own."""
+
+    def __init__(self, keys: Tensor, values: Tensor) -> None:
+        self.keys, self.values = keys, values
+
+    def extend(self, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
+        return torch.cat([self.keys, k], 2), torch.cat([self.values, v], 2)
+
+
+class BufferKV:
+    """A decode cache [B, Hk, capacity, D] written in place: O(1) work per token."""
+
+    def __init__(self, prefix_k: Tensor, prefix_v: Tensor, capacity: int) -> None:
+        batch, heads, width, dim = prefix_k.shape
+        self.keys = prefix_k.new_empty((batch, heads, capacity, dim))
+        self.values = prefix_v.new_empty((batch, heads, capacity, prefix_v.shape[-1]))
+        self.keys[:, :, :width], self.values[:, :, :width] = prefix_k, prefix_v
+        self.filled = width
+
+    def extend(self, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
+        end = self.filled + k.shape[2]
+        if end > self.keys.shape[2]:
+            raise RuntimeError(f"KV cache capacity {self.keys.shape[2]} exceeded ({end} tokens)")
+        self.keys[:, :, self.filled : end], self.values[:, :, self.filled : end] = k, v
+        self.filled = end
+        return self.keys[:, :, :end], self.values[:, :, :end]
+
+
+def layer_forward(
+    x: Tensor, w: Layer, g: Weights, cos: Tensor, sin: Tensor, bias: Tensor, past
+) -> tuple[Tensor, Tensor, Tensor]:
+    """x [B, S, d] → (x [B, S, d], this layer's new keys and values [B, Hk, S, D])."""
+    b, s, d = x.shape
+    h = F.rms_norm(x, (d,), w.ln1, g.eps)
+    qkv = F.linear(h, w.qkv, w.qkv_bias).view(b, s, g.heads + 2 * g.kv_heads, g.head_dim)
+    qk = rotate(qkv[:, :, : g.heads + g.kv_heads], cos, sin)
+    q = qk[:, :, : g.heads].transpose(1, 2)
+    k = qk[:, :, g.heads :].transpose(1, 2)
+    v = qkv[:, :, g.heads + g.kv_heads :].transpose(1, 2)
+    keys, values = (k, v) if past is None else past.extend(k, v)
+    attn = F.scaled_dot_product_attention(
+        q,
+        keys,
+        values,
+        attn_mask=bias,
+        scale=g.head_dim**-0.5,
+        enable_gqa=g.heads != g.kv_heads,
+    )
+    x = x + F.linear(attn.transpose(1, 2).reshape(b, s, -1), w.o, w.o_bias)
+    gate, up = F.linear(F.rms_norm(x, (d,), w.ln2, g.eps), w.gate_up, w.gate_up_bias).chunk(2, -1)
+    return x + F.linear(F.silu(gate) * up, w.down, w.down_bias), k, v
+
+
+def run_layers(
+    g: Weights, ids: Tensor, positions: Tensor, bias: Tensor, pasts=None
+) -> tuple[Tensor, list[tuple[Tensor, Tensor]]]:
+    """Final-normed hidden states [B, S, d] of `ids` [B, S] and every layer's new keys/values."""
+    x = F.embedding(ids, g.embed, g.padding_idx)
+    cos, sin = rope_tables(g, positions, x.dtype)
+    kvs = []
+    for i, layer in enumerate(g.layers):
+        x, k, v = layer_forward(x, layer, g, cos, sin, bias, None if pasts is None else pasts[i])
+        kvs.append((k, v))
+    return F.rms_norm(x, (x.shape[-1],), g.norm, g.eps), kvs
+
+
+# -- masks (additive: 0 where visible, the dtype's minimum where not) -----------------------------
+
+
+def _additive(visible: Tensor, dtype: torch.dtype) -> Tensor:
+    blocked = torch.zeros(visible.shape, dtype=dtype, device=visible.device)
+    return blocked.masked_fill_(~visible, torch.finfo(dtype).min)
+
+
+def prompt_bias(prompt_mask: Tensor, dtype: torch.dtype) -> Tensor:
+    """[U, 1, W, W]: causal over left-padded prompts, padding never visible. A padding query
+    sees nothing (uniform over masked keys, finite, and its output is never used)."""
+    width = prompt_mask.shape[1]
+    causal = torch.ones((width, width), dtype=torch.bool, device=prompt_mask.device).tril()
+    return _additive(causal[None] & prompt_mask.bool()[:, None, :], dtype)[:, None]
+
+
+def continuation_bias(prompt_mask: Tensor, steps: int, dtype: torch.dtype) -> Tensor:
+    """[B, 1, S, W + S]: the prompt's real tokens, then the continuation causally."""
+    batch, width = prompt_mask.shape
+    device = prompt_mask.device
+    prompt = prompt_mask.bool()[:, None, :].expand(batch, steps, width)
+    causal = torch.ones((steps, steps), dtype=torch.bool, device=device).tril()
+    return _additive(torch.cat([prompt, causal.expand(batch, -1, -1)], -1), dtype)[:, None]
+
+
+def continuation_positions(prompt_mask: Tensor, steps: int, offset: int = 0) -> Tensor:
+    """[B, S]: the continuation's positions, counting only the prompt's real tokens."""
+    start = prompt_mask.sum(-1, keepdim=True)
+    return start + offset + torch.arange(steps, device=prompt_mask.device)
+
+
+def prompt_positions(prompt_mask: Tensor) -> Tensor:
+    return (prompt_mask.cumsum(-1) - 1).clamp(min=0)
+
+
+# -- entry points --------------------------------------------------------------------------------
+
+
+def distinct_prompts(prompt_ids: Tensor, prompt_mask: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    """(ids [U, W], mask [U, W], inverse [B]): each distinct left-padded prompt row once, and
+    which of them each row is (the G rows of a group share one)."""
+    rows = torch.cat([prompt_ids, prompt_mask.to(prompt_ids.dtype)], 1)
+    unique, inverse = torch.unique(rows, dim=0, return_inverse=True)
+    width = prompt_ids.shape[1]
+    return unique[:, :width], unique[:, width:].to(prompt_mask.dtype), inverse
+
+
+def completion_hidden(model, ids: Tensor, attn: Tensor, prompt_len: int) -> Tensor:
+    """Final hidden states [B, T, d] at the positions that predict the completion tokens
+    `ids[:, prompt_len:]` (what `out.hidden_states[-1][:, prompt_len - 1 : -1]` of
+    transformers' forward holds), with one prompt pass per distinct prompt."""
+    g = fuse_weights(model)
+    prompt_mask = attn[:, :prompt_len]
+    u_ids, u_mask, inverse = distinct_prompts(ids[:, :prompt_len], prompt_mask)
+    dtype = g.embed.dtype
+    hidden, kvs = run_layers(g, u_ids, prompt_positions(u_mask), prompt_bias(u_mask, dtype))
+    first = hidden[:, -1][inverse][:, None]  # left padding: the last column is the last token
+    steps = ids.shape[1] - prompt_len - 1  # inputs: every completion token but the last
+    if steps <= 0:
+        return first
+    pasts = [PrefixKV(k[inverse], v[inverse]) for k, v in kvs]
+    rest, _ = run_layers(
+        g,
+        ids[:, prompt_len:-1],
+        continuation_positions(prompt_mask, steps),
+        continuation_bias(prompt_mask, steps, dtype),
+        pasts,
+    )
+    return torch.cat([first, rest], 1)
+
+
+def logits_from_hidden(model, hidden: Tensor) -> Tensor:
+    head = model.lm_head
+    return F.linear(hidden, head.weight, head.bias)
+
+
+class Decoder:
+    """Incremental decoding of G samples per prompt: one prefill per distinct prompt, its
+    keys/values copied into each sample's preallocated cache, then one token per `step`."""
+
+    def __init__(self, model, prompt_ids: Tensor, prompt_mask: Tensor, n: int, steps: int):
+        """`prompt_ids`/`prompt_mask` [P, W] (left padded), each sampled `n` times."""
+        self.model, self.weights = model, fuse_weights(model)
+        g, dtype = self.weights, self.weights.embed.dtype
+        hidden, kvs = run_layers(
+            g, prompt_ids, prompt_positions(prompt_mask), prompt_bias(prompt_mask, dtype)
+        )
+        capacity = prompt_ids.shape[1] + steps
+        self.caches = [
+            BufferKV(k.repeat_interleave(n, 0), v.repeat_interleave(n, 0), capacity) for k, v in kvs
+        ]
+        self.first_logits = logits_from_hidden(model, hidden[:, -1]).repeat_interleave(n, 0)
+        mask = prompt_mask.repeat_interleave(n, 0)
+        self.start = mask.sum(-1, keepdim=True)  # [B, 1]
+        visible = torch.ones((mask.shape[0], capacity), dtype=torch.bool, device=mask.device)
+        visible[:, : mask.shape[1]] = mask.bool()
+        self.bias = _additive(visible, dtype)[:, None, None, :]  # [B, 1, 1, capacity]
+        self.width = prompt_ids.shape[1]
+
+    def step(self, token: Tensor, generated: int) -> Tensor:
+        """Logits [B, V] after feeding `token` [B], the `generated`-th new token (1-based)."""
+        length = self.width + generated
+        hidden, _ = run_layers(
+            self.weights,
+            token[:, None],
+            self.start + generated - 1,
+            self.bias[..., :length],
+            self.caches,
+        )
+        return logits_from_hidden(self.model, hidden[:, -1])
