@@ -46,16 +46,18 @@ def supports(model: torch.nn.Module) -> bool:
 
 @dataclass(frozen=True)
 class Layer:
-    """One decoder layer's weights, q/k/v and gate/up concatenated (views of the live ones)."""
+    """One decoder layer's weights. `qkv` and `gate_up` hold either one concatenated matrix
+    (decoding: fewer, larger matmuls) or the separate ones (training: the backward of slicing a
+    fused output would zero-fill and concatenate full-size gradients)."""
 
     ln1: Tensor
-    qkv: Tensor
-    qkv_bias: Tensor | None
+    qkv: tuple[Tensor, ...]
+    qkv_bias: tuple[Tensor | None, ...]
     o: Tensor
     o_bias: Tensor | None
     ln2: Tensor
-    gate_up: Tensor
-    gate_up_bias: Tensor | None
+    gate_up: tuple[Tensor, ...]
+    gate_up_bias: tuple[Tensor | None, ...]
     down: Tensor
     down_bias: Tensor | None
 
@@ -75,27 +77,34 @@ class Weights:
     rope_scaling: float
 
 
-def _cat_bias(*linears) -> Tensor | None:
-    biases = [m.bias for m in linears]
-    return None if any(b is None for b in biases) else torch.cat(biases)
+def _group(linears, fuse: bool) -> tuple[tuple[Tensor, ...], tuple[Tensor | None, ...]]:
+    weights = tuple(m.weight for m in linears)
+    biases = tuple(m.bias for m in linears)
+    if not fuse:
+        return weights, biases
+    bias = None if any(b is None for b in biases) else torch.cat(biases)  # type: ignore[arg-type]
+    return (torch.cat(weights),), (bias,)
 
 
-def fuse_weights(model) -> Weights:
-    """The weights of one forward. The concatenations are differentiable, so gradients reach
-    the model's own parameters; fuse once per forward (or per rollout, under no_grad)."""
+def fuse_weights(model, *, fuse: bool = True) -> Weights:
+    """The weights of one forward, q/k/v and gate/up concatenated when `fuse`. Concatenation is
+    differentiable, so gradients reach the model's own parameters; build once per forward (or
+    per rollout, under no_grad)."""
     layers = []
     for block in model.model.layers:
         a, m = block.self_attn, block.mlp
+        qkv, qkv_bias = _group((a.q_proj, a.k_proj, a.v_proj), fuse)
+        gate_up, gate_up_bias = _group((m.gate_proj, m.up_proj), fuse)
         layers.append(
             Layer(
                 ln1=block.input_layernorm.weight,
-                qkv=torch.cat([a.q_proj.weight, a.k_proj.weight, a.v_proj.weight]),
-                qkv_bias=_cat_bias(a.q_proj, a.k_proj, a.v_proj),
+                qkv=qkv,
+                qkv_bias=qkv_bias,
                 o=a.o_proj.weight,
                 o_bias=a.o_proj.bias,
                 ln2=block.post_attention_layernorm.weight,
-                gate_up=torch.cat([m.gate_proj.weight, m.up_proj.weight]),
-                gate_up_bias=_cat_bias(m.gate_proj, m.up_proj),
+                gate_up=gate_up,
+                gate_up_bias=gate_up_bias,
                 down=m.down_proj.weight,
                 down_bias=m.down_proj.bias,
             )
@@ -164,17 +173,40 @@ class BufferKV:
         return self.keys[:, :, :end], self.values[:, :, :end]
 
 
+def attention_inputs(
+    h: Tensor, w: Layer, g: Weights, cos: Tensor, sin: Tensor
+) -> tuple[Tensor, Tensor, Tensor]:
+    """q, k (rotated) and v, each [B, S, heads, D], from the normed hidden states h [B, S, d]."""
+    b, s, _ = h.shape
+    if len(w.qkv) == 1:
+        qkv = F.linear(h, w.qkv[0], w.qkv_bias[0]).view(b, s, -1, g.head_dim)
+        qk = rotate(qkv[:, :, : g.heads + g.kv_heads], cos, sin)  # one pass for q and k
+        return qk[:, :, : g.heads], qk[:, :, g.heads :], qkv[:, :, g.heads + g.kv_heads :]
+    q, k, v = (
+        F.linear(h, weight, bias).view(b, s, -1, g.head_dim)
+        for weight, bias in zip(w.qkv, w.qkv_bias, strict=True)
+    )
+    return rotate(q, cos, sin), rotate(k, cos, sin), v
+
+
+def mlp(h: Tensor, w: Layer) -> Tensor:
+    if len(w.gate_up) == 1:
+        gate, up = F.linear(h, w.gate_up[0], w.gate_up_bias[0]).chunk(2, -1)
+    else:
+        gate, up = (
+            F.linear(h, weight, bias)
+            for weight, bias in zip(w.gate_up, w.gate_up_bias, strict=True)
+        )
+    return F.linear(F.silu(gate) * up, w.down, w.down_bias)
+
+
 def layer_forward(
     x: Tensor, w: Layer, g: Weights, cos: Tensor, sin: Tensor, bias: Tensor, past
 ) -> tuple[Tensor, Tensor, Tensor]:
     """x [B, S, d] → (x [B, S, d], this layer's new keys and values [B, Hk, S, D])."""
     b, s, d = x.shape
-    h = F.rms_norm(x, (d,), w.ln1, g.eps)
-    qkv = F.linear(h, w.qkv, w.qkv_bias).view(b, s, g.heads + 2 * g.kv_heads, g.head_dim)
-    qk = rotate(qkv[:, :, : g.heads + g.kv_heads], cos, sin)
-    q = qk[:, :, : g.heads].transpose(1, 2)
-    k = qk[:, :, g.heads :].transpose(1, 2)
-    v = qkv[:, :, g.heads + g.kv_heads :].transpose(1, 2)
+    q, k, v = attention_inputs(F.rms_norm(x, (d,), w.ln1, g.eps), w, g, cos, sin)
+    q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
     keys, values = (k, v) if past is None else past.extend(k, v)
     attn = F.scaled_dot_product_attention(
         q,
@@ -185,8 +217,7 @@ def layer_forward(
         enable_gqa=g.heads != g.kv_heads,
     )
     x = x + F.linear(attn.transpose(1, 2).reshape(b, s, -1), w.o, w.o_bias)
-    gate, up = F.linear(F.rms_norm(x, (d,), w.ln2, g.eps), w.gate_up, w.gate_up_bias).chunk(2, -1)
-    return x + F.linear(F.silu(gate) * up, w.down, w.down_bias), k, v
+    return x + mlp(F.rms_norm(x, (d,), w.ln2, g.eps), w), k, v
 
 
 def run_layers(
@@ -253,7 +284,7 @@ def completion_hidden(model, ids: Tensor, attn: Tensor, prompt_len: int) -> Tens
     """Final hidden states [B, T, d] at the positions that predict the completion tokens
     `ids[:, prompt_len:]` (what `out.hidden_states[-1][:, prompt_len - 1 : -1]` of
     transformers' forward holds), with one prompt pass per distinct prompt."""
-    g = fuse_weights(model)
+    g = fuse_weights(model, fuse=not torch.is_grad_enabled())
     prompt_mask = attn[:, :prompt_len]
     u_ids, u_mask, inverse = distinct_prompts(ids[:, :prompt_len], prompt_mask)
     dtype = g.embed.dtype
