@@ -221,11 +221,12 @@ def layer_forward(
 
 
 def run_layers(
-    g: Weights, ids: Tensor, positions: Tensor, bias: Tensor, pasts=None
+    g: Weights, ids: Tensor, rope: tuple[Tensor, Tensor], bias: Tensor, pasts=None
 ) -> tuple[Tensor, list[tuple[Tensor, Tensor]]]:
-    """Final-normed hidden states [B, S, d] of `ids` [B, S] and every layer's new keys/values."""
+    """Final-normed hidden states [B, S, d] of `ids` [B, S] and every layer's new keys/values;
+    `rope`: `rope_tables` of the tokens' positions."""
     x = F.embedding(ids, g.embed, g.padding_idx)
-    cos, sin = rope_tables(g, positions, x.dtype)
+    cos, sin = rope
     kvs = []
     for i, layer in enumerate(g.layers):
         x, k, v = layer_forward(x, layer, g, cos, sin, bias, None if pasts is None else pasts[i])
@@ -288,7 +289,8 @@ def completion_hidden(model, ids: Tensor, attn: Tensor, prompt_len: int) -> Tens
     prompt_mask = attn[:, :prompt_len]
     u_ids, u_mask, inverse = distinct_prompts(ids[:, :prompt_len], prompt_mask)
     dtype = g.embed.dtype
-    hidden, kvs = run_layers(g, u_ids, prompt_positions(u_mask), prompt_bias(u_mask, dtype))
+    rope = rope_tables(g, prompt_positions(u_mask), dtype)
+    hidden, kvs = run_layers(g, u_ids, rope, prompt_bias(u_mask, dtype))
     first = hidden[:, -1][inverse][:, None]  # left padding: the last column is the last token
     steps = ids.shape[1] - prompt_len - 1  # inputs: every completion token but the last
     if steps <= 0:
@@ -297,7 +299,7 @@ def completion_hidden(model, ids: Tensor, attn: Tensor, prompt_len: int) -> Tens
     rest, _ = run_layers(
         g,
         ids[:, prompt_len:-1],
-        continuation_positions(prompt_mask, steps),
+        rope_tables(g, continuation_positions(prompt_mask, steps), dtype),
         continuation_bias(prompt_mask, steps, dtype),
         pasts,
     )
@@ -317,10 +319,12 @@ class Decoder:
         """`prompt_ids`/`prompt_mask` [P, W] (left padded), each sampled `n` times."""
         self.model, self.weights = model, fuse_weights(model)
         g, dtype = self.weights, self.weights.embed.dtype
-        hidden, kvs = run_layers(
-            g, prompt_ids, prompt_positions(prompt_mask), prompt_bias(prompt_mask, dtype)
-        )
+        rope = rope_tables(g, prompt_positions(prompt_mask), dtype)
+        hidden, kvs = run_layers(g, prompt_ids, rope, prompt_bias(prompt_mask, dtype))
         capacity = prompt_ids.shape[1] + steps
+        # every position a step can reach, computed once: a step only indexes it
+        cos, sin = rope_tables(g, torch.arange(capacity, device=prompt_ids.device)[None], dtype)
+        self.cos, self.sin = cos[0], sin[0]  # [capacity, 1, D]
         self.caches = [
             BufferKV(k.repeat_interleave(n, 0), v.repeat_interleave(n, 0), capacity) for k, v in kvs
         ]
@@ -335,10 +339,15 @@ class Decoder:
     def step(self, token: Tensor, generated: int) -> Tensor:
         """Logits [B, V] after feeding `token` [B], the `generated`-th new token (1-based)."""
         length = self.width + generated
+        if length > self.bias.shape[-1]:
+            raise RuntimeError(
+                f"KV cache capacity {self.bias.shape[-1]} exceeded ({length} tokens)"
+            )
+        position = self.start + generated - 1  # [B, 1]
         hidden, _ = run_layers(
             self.weights,
             token[:, None],
-            self.start + generated - 1,
+            (self.cos[position], self.sin[position]),
             self.bias[..., :length],
             self.caches,
         )

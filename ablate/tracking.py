@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from ablate.trackers import (  # re-exported: the tracker interface beside its MLflow implementation
     METRIC_NAME,
+    Background,
     MemoryTracker,
     NullTracker,
     Tracker,
@@ -255,9 +256,12 @@ class MLflowTracker:
         self._buffer: list[Any] = []
         self._buffered_steps: set[int] = set()
         self._closed = False
+        self._sender = Background()
 
     def log_params(self, params: Mapping[str, Any]) -> None:
         from mlflow.entities import Param
+
+        self._sender.wait()
 
         values = {k: _text(v)[:PARAM_MAX_CHARS] for k, v in params.items()}
         # Params are immutable; re-logging an identical one on resume is skipped, a changed one
@@ -270,22 +274,29 @@ class MLflowTracker:
         self.set_tags({k: v for k, v in values.items() if k.startswith("algo.")})
 
     def log_metrics(self, metrics: Mapping[str, float], step: int) -> None:
-        from mlflow.entities import Metric
-
         now = int(time.time() * 1000)
         for key, value in metrics.items():
             value = float(value)
             if not math.isnan(value):  # MLflow stores NaN but its UI and search choke on it
-                self._buffer.append(Metric(key, value, now, int(step)))
+                self._buffer.append((key, value, now, int(step)))
         self._buffered_steps.add(int(step))
         full = len(self._buffer) >= FLUSH_EVERY_METRICS
         if full or len(self._buffered_steps) >= FLUSH_EVERY_STEPS:
-            self.flush()
+            self._sender.submit(self._send, self._buffer)  # overlaps the next steps
+            self._buffer, self._buffered_steps = [], set()
+
+    def _send(self, rows: list[tuple[str, float, int, int]]) -> None:
+        from mlflow.entities import Metric
+
+        metrics = [Metric(*row) for row in rows]  # built here, off the training thread
+        for chunk in _chunks(metrics, _BATCH_METRICS):
+            self._client.log_batch(self.run_id, metrics=chunk)
 
     def flush(self) -> None:
-        """Send the buffered metrics (also done every ~20 steps, at each eval and on close)."""
-        for chunk in _chunks(self._buffer, _BATCH_METRICS):
-            self._client.log_batch(self.run_id, metrics=chunk)
+        """Send the buffered metrics now, and wait for any batch still being sent (sending also
+        happens in the background every ~20 steps; flushed at each eval and on close)."""
+        self._sender.wait()
+        self._send(self._buffer)
         self._buffer, self._buffered_steps = [], set()
 
     def log_samples(self, name: str, records: Sequence[Mapping[str, Any]], step: int) -> None:
@@ -306,10 +317,12 @@ class MLflowTracker:
             self._client.log_artifact(self.run_id, str(path), "samples")
 
     def set_tags(self, tags: Mapping[str, str]) -> None:
+        self._sender.wait()
         _set_tags(self._client, self.run_id, tags)
 
     def log_dict(self, data: Mapping[str, Any], artifact_file: str) -> None:
         """`data` as a JSON artifact at `artifact_file` (e.g. "config.json")."""
+        self._sender.wait()
         target = Path(artifact_file)
         with tempfile.TemporaryDirectory() as tmp:
             path = Path(tmp) / target.name
@@ -318,6 +331,7 @@ class MLflowTracker:
             self._client.log_artifact(self.run_id, str(path), None if parent == "." else parent)
 
     def log_artifact(self, path: str | Path, artifact_path: str | None = None) -> None:
+        self._sender.wait()
         self._client.log_artifact(self.run_id, str(path), artifact_path)
 
     def close(self, status: str = "FINISHED") -> None:

@@ -132,7 +132,8 @@ def test_metrics_batched_in_order_and_nan_skipped(uri):
     for step in range(steps):
         loss = math.nan if step == 7 else step / 10
         tracker.log_metrics({"policy/loss": loss, "reward/mean": step * 2.0}, step)
-    # Two flushes so far; the tail is still buffered until close.
+    # Two batches sent (in the background: wait for the second); the tail is still buffered.
+    tracker._sender.wait()
     assert len(metric_history(uri, tracker.run_id, "reward/mean")) == FLUSH_EVERY_STEPS * 2
     tracker.close()
     assert metric_history(uri, tracker.run_id, "reward/mean") == [
@@ -279,3 +280,31 @@ def test_every_tracker_satisfies_the_protocol():
     NullTracker().close()
     for cls in (NullTracker, MemoryTracker, MLflowTracker):
         assert issubclass(cls, Tracker)
+
+
+def test_background_runs_one_call_at_a_time_and_hands_errors_back():
+    import threading
+
+    from ablate.trackers import Background
+
+    release, order = threading.Event(), []
+    sender = Background()
+
+    def slow(tag):
+        release.wait(5)
+        order.append(tag)
+
+    sender.submit(slow, "first")
+    assert order == []  # submit returned while the call is still running
+    release.set()
+    sender.submit(slow, "second")  # waits for the first before starting
+    sender.wait()
+    assert order == ["first", "second"]
+
+    def broken():
+        raise OSError("disk full")
+
+    sender.submit(broken)
+    with pytest.raises(OSError, match="disk full"):
+        sender.wait()
+    sender.wait()  # the error is raised once
