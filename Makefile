@@ -70,8 +70,10 @@ format: install
 	$(BIN)/ruff format ablate baselines tests studies
 	$(BIN)/ruff check --fix ablate baselines tests studies
 
+# The suite compares against TRL: install the [bench] extra (trl), under the torch constraint.
 bench: install
-	$(BIN)/ablate bench
+	$(BIN)/python -m pip install --quiet -c $(CONSTR) -e ".[bench]"
+	OMP_NUM_THREADS=1 $(BIN)/ablate bench --out reports/bench
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache build *.egg-info

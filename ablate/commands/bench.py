@@ -1,7 +1,9 @@
-"""`ablate bench`: rollout throughput of our sampler against `model.generate`."""
+"""`ablate bench`: the benchmark suite (ablate vs TRL, rollout throughput, FLOP utilisation,
+harness overhead, how cost grows), written to bench.md and bench.csv."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import typer
@@ -12,49 +14,61 @@ def register(app: typer.Typer) -> None:
 
 
 def bench(
-    repeats: int = typer.Option(5, help="timed runs per engine and shape (interleaved A B A B)"),
-    new_tokens: int = typer.Option(32, help="tokens sampled per sequence"),
-    configs: str = typer.Option("0.53M,4.2M", help="comma-separated tiny model sizes"),
+    sections: str = typer.Option(
+        "all", help="comma-separated among trl,rollout,flops,overhead,scaling,study (or 'all')"
+    ),
+    no_trl: bool = typer.Option(False, "--no-trl", help="skip the TRL comparison (needs trl)"),
+    sizes: str = typer.Option(
+        None, help="model sizes, e.g. 0.53M,4.2M (default: both; quick: 0.53M)"
+    ),
+    lengths: str = typer.Option(None, help="completion lengths T (default: 16,32; quick: 16)"),
+    repeats: int = typer.Option(None, help="timed repeats per case (default: 10; quick: 3)"),
+    warmup: int = typer.Option(None, help="untimed warm-up repeats (default: 2; quick: 1)"),
     threads: int = typer.Option(
         1, help="torch CPU threads (0: torch's default); 1 is stable on a shared machine"
     ),
-    out: Path = typer.Option(Path("reports/bench/rollout.csv"), help="CSV output"),
+    quick: bool = typer.Option(False, "--quick", help="few repeats, smallest cases (for tests)"),
+    out: Path = typer.Option(Path("reports/bench"), help="folder for bench.md and bench.csv"),
 ) -> None:
-    """Tokens/s of HFEngine (with log-probs) vs model.generate on tiny random Llama models."""
-    import torch
+    """Run the benchmark suite; every figure a median (min–max) over interleaved repeats."""
     from rich.console import Console
-    from rich.table import Table
 
-    from ablate.bench.rollout import bench_rollout
-    from ablate.errors import ConfigError
-    from ablate.testing import TINY_CONFIGS
+    from ablate.bench.options import options_from_cli
 
-    names = [c.strip() for c in configs.split(",") if c.strip()]
-    unknown = [c for c in names if c not in TINY_CONFIGS]
-    if unknown or not names or repeats < 1 or new_tokens < 1:
-        raise ConfigError(
-            f"--configs must name sizes among {', '.join(TINY_CONFIGS)} (got {configs!r}); "
-            "--repeats and --new-tokens must be >= 1"
-        )
-    if threads:
-        torch.set_num_threads(threads)
-    console = Console()
-    frame = bench_rollout(
-        configs=names,
-        new_tokens=new_tokens,
+    options = options_from_cli(
+        sections=sections,
+        no_trl=no_trl,
+        sizes=sizes,
+        lengths=lengths,
         repeats=repeats,
-        progress=lambda what: console.print(f"[dim]benchmarking {what}[/dim]"),
+        warmup=warmup,
+        threads=threads,
+        quick=quick,
     )
-    out.parent.mkdir(parents=True, exist_ok=True)
-    frame.to_csv(out, index=False)
-    table = Table(
-        title=f"rollout tokens/s, {new_tokens} new tokens, {torch.get_num_threads()} threads"
-    )
-    for column in ("config", "shape", "engine", "median tok/s", "min–max", "vs generate"):
-        table.add_column(column)
-    for row in frame.itertuples(index=False):
-        ratio = "" if row.engine == "generate" else f"{row.ratio_vs_generate:.2f}×"
-        span = f"{row.min_tok_s:.0f}–{row.max_tok_s:.0f}"
-        table.add_row(row.config, row.shape, row.engine, f"{row.median_tok_s:.0f}", span, ratio)
-    console.print(table)
-    console.print(f"wrote {out}")
+    if "trl" in options.sections:
+        from ablate.bench.trl_step import require_trl
+
+        require_trl()  # before any compute: one clear line when trl is missing
+    console = Console()
+    started = time.perf_counter()
+
+    def progress(what: str) -> None:
+        console.print(f"[dim]{time.perf_counter() - started:6.0f} s[/dim]  {what}")
+
+    from ablate.bench.report import Meta, target_summary, write_report
+    from ablate.bench.suite import run_suite
+
+    progress(f"ablate bench: {', '.join(options.sections)} ({options.repeats} repeats)")
+    rows = run_suite(options, progress)
+    seconds = time.perf_counter() - started
+    meta = Meta(options.command(out), _threads(options.threads), seconds)
+    md, csv = write_report(rows, meta, out)
+    for line in target_summary(rows):
+        console.print(line)
+    console.print(f"wrote {md} and {csv} in {seconds:.0f} s")
+
+
+def _threads(requested: int) -> int:
+    import torch
+
+    return requested or torch.get_num_threads()
