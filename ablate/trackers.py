@@ -4,11 +4,12 @@ imports mlflow) so code and tests that never touch MLflow need not read it."""
 
 from __future__ import annotations
 
+import json
 import platform
 import re
 import subprocess
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from importlib import metadata
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
@@ -151,3 +152,31 @@ class Background:
         if self._error is not None:
             error, self._error = self._error, None
             raise error
+
+
+#: MLflow's limit on a tag value's length.
+TAG_MAX_CHARS = 5000
+
+
+def chunks(items: list[Any], size: int) -> Iterator[list[Any]]:
+    for i in range(0, len(items), size):
+        yield items[i : i + size]
+
+
+def text_value(value: Any) -> str:
+    """A param/tag value as text: JSON for containers (tuples read back as lists), else str."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, (tuple, list, dict)):
+        return json.dumps(value, default=str)
+    return str(value)
+
+
+def algorithm_diff_tags(algo: Any, reference_algo: Any) -> dict[str, str]:
+    """`diff.<field>` = this arm's value for each field that differs from the reference arm, and
+    a one-line `diff` summary ("clip_high=0.28, loss_agg=token_mean", or "none")."""
+    diff = {k: text_value(mine) for k, (mine, _) in algo.diff(reference_algo).items()}
+    tags = {f"diff.{k}": v[:TAG_MAX_CHARS] for k, v in diff.items()}
+    summary = ", ".join(f"{k}={v}" for k, v in diff.items()) or "none"
+    tags["diff"] = summary[:TAG_MAX_CHARS]
+    return tags

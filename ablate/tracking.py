@@ -16,18 +16,22 @@ import logging
 import math
 import tempfile
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ablate.trackers import (  # re-exported: the tracker interface beside its MLflow implementation
     METRIC_NAME,
+    TAG_MAX_CHARS,
     Background,
     MemoryTracker,
     NullTracker,
     Tracker,
+    algorithm_diff_tags,
     environment_tags,
 )
+from ablate.trackers import chunks as _chunks
+from ablate.trackers import text_value as _text
 
 if TYPE_CHECKING:
     import pandas
@@ -52,7 +56,6 @@ __all__ = [
 
 
 PARAM_MAX_CHARS = 6000
-TAG_MAX_CHARS = 5000
 _BATCH_PARAMS_TAGS = 100
 _BATCH_METRICS = 1000
 # One log_batch per ~20 steps instead of one call per step (~11 ms each on sqlite, ~5% of a tiny
@@ -141,20 +144,6 @@ def _experiment_id(client: Any, name: str, artifact_root: Path | None) -> str:
     if exp.lifecycle_stage != "active":
         raise ValueError(f"MLflow experiment {name!r} is deleted: restore it or use another name")
     return exp.experiment_id
-
-
-def _chunks(items: list[Any], size: int) -> Iterator[list[Any]]:
-    for i in range(0, len(items), size):
-        yield items[i : i + size]
-
-
-def _text(value: Any) -> str:
-    """A param/tag value as text: JSON for containers (tuples read back as lists), else str."""
-    if isinstance(value, str):
-        return value
-    if isinstance(value, (tuple, list, dict)):
-        return json.dumps(value, default=str)
-    return str(value)
 
 
 class MLflowStudy:
@@ -350,16 +339,6 @@ class MLflowTracker:
 
     def __exit__(self, exc_type: Any, *_: Any) -> None:
         self.close("FINISHED" if exc_type is None else "FAILED")
-
-
-def algorithm_diff_tags(algo: Any, reference_algo: Any) -> dict[str, str]:
-    """`diff.<field>` = this arm's value for each field that differs from the reference arm, and
-    a one-line `diff` summary ("clip_high=0.28, loss_agg=token_mean", or "none")."""
-    diff = {k: _text(mine) for k, (mine, _) in algo.diff(reference_algo).items()}
-    tags = {f"diff.{k}": v[:TAG_MAX_CHARS] for k, v in diff.items()}
-    summary = ", ".join(f"{k}={v}" for k, v in diff.items()) or "none"
-    tags["diff"] = summary[:TAG_MAX_CHARS]
-    return tags
 
 
 def load_runs(uri: str, study_name: str) -> pandas.DataFrame:

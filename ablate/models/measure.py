@@ -28,7 +28,9 @@ def measure_passk(model, tokenizer, task, template, spec: EvalSpec) -> dict[str,
     model.eval()
     # Keep the global RNG untouched so measuring mid-run cannot change the training run.
     with torch.random.fork_rng(devices=[]), torch.no_grad():
-        rollouts = HFEngine(model, tokenizer).generate(
+        # transformers' forward, not the fused one: the ladder's recorded Pass@k (and so which
+        # checkpoints became rungs) must reproduce bit for bit under `ablate zoo build --check`
+        rollouts = HFEngine(model, tokenizer, fused=False).generate(
             prompts, spec.samples, sampling, problem_ids=[p.id for p in problems]
         )
     model.train(was_training)
