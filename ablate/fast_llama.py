@@ -150,27 +150,65 @@ class PrefixKV:
     def __init__(self, keys: Tensor, values: Tensor) -> None:
         self.keys, self.values = keys, values
 
-    def extend(self, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
-        return torch.cat([self.keys, k], 2), torch.cat([self.values, v], 2)
+    def attend(self, q: Tensor, k: Tensor, v: Tensor, bias: Tensor, g: Weights) -> Tensor:
+        keys, values = torch.cat([self.keys, k], 2), torch.cat([self.values, v], 2)
+        return sdpa(q, keys, values, bias, g)
 
 
-class BufferKV:
-    """A decode cache [B, Hk, capacity, D] written in place: O(1) work per token."""
+class SharedPrefixKV:
+    """A decode cache that keeps each prompt's keys/values once ([P, Hk, W, D]) and the n
+    samples' generated ones apart ([P*n, Hk, steps, D], written in place). Attention runs over
+    both with one softmax, so the prompt part is read once per group instead of once per row
+    (decoding is memory-bound on the cache at these sizes)."""
 
-    def __init__(self, prefix_k: Tensor, prefix_v: Tensor, capacity: int) -> None:
-        batch, heads, width, dim = prefix_k.shape
-        self.keys = prefix_k.new_empty((batch, heads, capacity, dim))
-        self.values = prefix_v.new_empty((batch, heads, capacity, prefix_v.shape[-1]))
-        self.keys[:, :, :width], self.values[:, :, :width] = prefix_k, prefix_v
-        self.filled = width
+    def __init__(self, keys: Tensor, values: Tensor, prompt_bias: Tensor, n: int, steps: int):
+        prompts, heads, _, dim = keys.shape
+        self.keys, self.values, self.n = keys, values, n
+        self.prompt_bias = prompt_bias  # [P, 1, 1, W]
+        self.new_keys = keys.new_empty((prompts * n, heads, steps, dim))
+        self.new_values = values.new_empty((prompts * n, heads, steps, values.shape[-1]))
+        self.filled = 0
 
-    def extend(self, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
+    def attend(self, q: Tensor, k: Tensor, v: Tensor, bias, g: Weights) -> Tensor:
+        """q [B, H, 1, D] of the newest token, k/v [B, Hk, 1, D] its own key/value."""
         end = self.filled + k.shape[2]
-        if end > self.keys.shape[2]:
-            raise RuntimeError(f"KV cache capacity {self.keys.shape[2]} exceeded ({end} tokens)")
-        self.keys[:, :, self.filled : end], self.values[:, :, self.filled : end] = k, v
+        if end > self.new_keys.shape[2]:
+            raise RuntimeError(f"KV cache capacity {self.new_keys.shape[2]} exceeded")
+        self.new_keys[:, :, self.filled : end], self.new_values[:, :, self.filled : end] = k, v
         self.filled = end
-        return self.keys[:, :, :end], self.values[:, :, :end]
+        rows, heads, _, dim = q.shape
+        shape = (self.keys.shape[0], self.n, self.keys.shape[1], heads // self.keys.shape[1])
+        width, scale = self.keys.shape[2], g.head_dim**-0.5
+        # a group's queries meet its prompt's keys once: [P, Hk, n * per_kv_head, W]
+        prompt_scores = _by_prompt(q, shape) @ self.keys.transpose(-1, -2) * scale
+        prompt_scores = _by_row(prompt_scores + self.prompt_bias, shape)  # [B, Hk, per_kv, W]
+        own = q.reshape(rows, shape[2], shape[3], dim)
+        new_keys, new_values = self.new_keys[:, :, :end], self.new_values[:, :, :end]
+        own_scores = own @ new_keys.transpose(-1, -2) * scale  # [B, Hk, per_kv, steps so far]
+        probs = torch.cat([prompt_scores, own_scores], -1).softmax(-1)
+        from_prompt = _by_row(_by_prompt(probs[..., :width], shape) @ self.values, shape)
+        out = from_prompt + probs[..., width:] @ new_values  # [B, Hk, per_kv, D]
+        return out.reshape(rows, heads, 1, dim)
+
+
+def _by_prompt(x: Tensor, shape: tuple[int, int, int, int]) -> Tensor:
+    """[P * n, Hk, per_kv, X] (or [P * n, H, 1, X]) -> [P, Hk, n * per_kv, X]."""
+    prompts, n, kv_heads, per_kv = shape
+    grouped = x.reshape(prompts, n, kv_heads, per_kv, x.shape[-1]).transpose(1, 2)
+    return grouped.reshape(prompts, kv_heads, n * per_kv, x.shape[-1])
+
+
+def _by_row(x: Tensor, shape: tuple[int, int, int, int]) -> Tensor:
+    """[P, Hk, n * per_kv, X] -> [P * n, Hk, per_kv, X] (inverse of `_by_prompt`)."""
+    prompts, n, kv_heads, per_kv = shape
+    rows = x.reshape(prompts, kv_heads, n, per_kv, x.shape[-1]).transpose(1, 2)
+    return rows.reshape(prompts * n, kv_heads, per_kv, x.shape[-1])
+
+
+def sdpa(q: Tensor, keys: Tensor, values: Tensor, bias: Tensor, g: Weights) -> Tensor:
+    return F.scaled_dot_product_attention(
+        q, keys, values, attn_mask=bias, scale=g.head_dim**-0.5, enable_gqa=g.heads != g.kv_heads
+    )
 
 
 def attention_inputs(
@@ -201,27 +239,19 @@ def mlp(h: Tensor, w: Layer) -> Tensor:
 
 
 def layer_forward(
-    x: Tensor, w: Layer, g: Weights, cos: Tensor, sin: Tensor, bias: Tensor, past
+    x: Tensor, w: Layer, g: Weights, cos: Tensor, sin: Tensor, bias: Tensor | None, past
 ) -> tuple[Tensor, Tensor, Tensor]:
     """x [B, S, d] → (x [B, S, d], this layer's new keys and values [B, Hk, S, D])."""
     b, s, d = x.shape
     q, k, v = attention_inputs(F.rms_norm(x, (d,), w.ln1, g.eps), w, g, cos, sin)
     q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
-    keys, values = (k, v) if past is None else past.extend(k, v)
-    attn = F.scaled_dot_product_attention(
-        q,
-        keys,
-        values,
-        attn_mask=bias,
-        scale=g.head_dim**-0.5,
-        enable_gqa=g.heads != g.kv_heads,
-    )
+    attn = sdpa(q, k, v, bias, g) if past is None else past.attend(q, k, v, bias, g)
     x = x + F.linear(attn.transpose(1, 2).reshape(b, s, -1), w.o, w.o_bias)
     return x + mlp(F.rms_norm(x, (d,), w.ln2, g.eps), w), k, v
 
 
 def run_layers(
-    g: Weights, ids: Tensor, rope: tuple[Tensor, Tensor], bias: Tensor, pasts=None
+    g: Weights, ids: Tensor, rope: tuple[Tensor, Tensor], bias: Tensor | None, pasts=None
 ) -> tuple[Tensor, list[tuple[Tensor, Tensor]]]:
     """Final-normed hidden states [B, S, d] of `ids` [B, S] and every layer's new keys/values;
     `rope`: `rope_tables` of the tokens' positions."""
@@ -312,8 +342,8 @@ def logits_from_hidden(model, hidden: Tensor) -> Tensor:
 
 
 class Decoder:
-    """Incremental decoding of G samples per prompt: one prefill per distinct prompt, its
-    keys/values copied into each sample's preallocated cache, then one token per `step`."""
+    """Incremental decoding of n samples per prompt: one prefill per prompt whose keys/values
+    all n samples attend to (`SharedPrefixKV`), then one token per `step`."""
 
     def __init__(self, model, prompt_ids: Tensor, prompt_mask: Tensor, n: int, steps: int):
         """`prompt_ids`/`prompt_mask` [P, W] (left padded), each sampled `n` times."""
@@ -325,30 +355,17 @@ class Decoder:
         # every position a step can reach, computed once: a step only indexes it
         cos, sin = rope_tables(g, torch.arange(capacity, device=prompt_ids.device)[None], dtype)
         self.cos, self.sin = cos[0], sin[0]  # [capacity, 1, D]
-        self.caches = [
-            BufferKV(k.repeat_interleave(n, 0), v.repeat_interleave(n, 0), capacity) for k, v in kvs
-        ]
+        visible_prompt = _additive(prompt_mask.bool(), dtype)[:, None, None, :]  # [P, 1, 1, W]
+        self.caches = [SharedPrefixKV(k, v, visible_prompt, n, steps) for k, v in kvs]
         self.first_logits = logits_from_hidden(model, hidden[:, -1]).repeat_interleave(n, 0)
-        mask = prompt_mask.repeat_interleave(n, 0)
-        self.start = mask.sum(-1, keepdim=True)  # [B, 1]
-        visible = torch.ones((mask.shape[0], capacity), dtype=torch.bool, device=mask.device)
-        visible[:, : mask.shape[1]] = mask.bool()
-        self.bias = _additive(visible, dtype)[:, None, None, :]  # [B, 1, 1, capacity]
-        self.width = prompt_ids.shape[1]
+        self.start = prompt_mask.sum(-1, keepdim=True).repeat_interleave(n, 0)  # [B, 1]
+        self.steps = steps
 
     def step(self, token: Tensor, generated: int) -> Tensor:
         """Logits [B, V] after feeding `token` [B], the `generated`-th new token (1-based)."""
-        length = self.width + generated
-        if length > self.bias.shape[-1]:
-            raise RuntimeError(
-                f"KV cache capacity {self.bias.shape[-1]} exceeded ({length} tokens)"
-            )
+        if generated > self.steps:
+            raise RuntimeError(f"KV cache capacity exceeded: built for {self.steps} new tokens")
         position = self.start + generated - 1  # [B, 1]
-        hidden, _ = run_layers(
-            self.weights,
-            token[:, None],
-            (self.cos[position], self.sin[position]),
-            self.bias[..., :length],
-            self.caches,
-        )
+        rope = (self.cos[position], self.sin[position])
+        hidden, _ = run_layers(self.weights, token[:, None], rope, None, self.caches)
         return logits_from_hidden(self.model, hidden[:, -1])
