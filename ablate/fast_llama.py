@@ -36,7 +36,9 @@ def supports(model: torch.nn.Module) -> bool:
         return False
     rope = getattr(cfg, "rope_parameters", None) or {}
     return (
-        cfg.hidden_act == "silu"
+        # transformers normalises half-precision activations in fp32; only fp32 matches exactly
+        model.lm_head.weight.dtype == torch.float32
+        and cfg.hidden_act == "silu"
         and rope.get("rope_type", "default") == "default"
         and getattr(cfg, "pretraining_tp", 1) == 1
         and not (model.training and cfg.attention_dropout)

@@ -178,6 +178,7 @@ def test_supports_refuses_what_it_does_not_reproduce(tokenizer, monkeypatch):
     dropout = llama(tokenizer, attention_dropout=0.1)
     assert not fast_llama.supports(dropout.train()) and fast_llama.supports(dropout.eval())
     assert not fast_llama.supports(torch.nn.Linear(2, 2))
+    assert not fast_llama.supports(llama(tokenizer).to(torch.bfloat16))
 
 
 def test_engine_samples_the_same_on_both_paths(tokenizer):
@@ -194,3 +195,49 @@ def test_engine_samples_the_same_on_both_paths(tokenizer):
     assert fused.texts == plain.texts
     torch.testing.assert_close(fused.logprobs, plain.logprobs, atol=1e-5, rtol=0)
     torch.testing.assert_close(fused.entropy, plain.entropy, atol=1e-5, rtol=0)
+
+
+def test_training_with_the_fused_forward_follows_the_transformers_trajectory(monkeypatch):
+    """A few real updates (shuffled minibatches that split groups, dynamic sampling's
+    concatenated batches, a reference model) move the weights the same on both paths."""
+    import re
+
+    from ablate.algorithms import Algorithm
+    from ablate.tasks.base import CHARSET
+    from ablate.templates import get_template
+    from ablate.testing import ScriptedEngine
+    from ablate.trainer import train
+    from ablate.trial import Budget, EvalSpec, TrialSpec
+
+    tok, plain = char_tokenizer(CHARSET), get_template("plain")
+
+    def mixed(prompt: str, j: int, call: int) -> str:
+        """Half right, half off by one; on even calls, groups of even sums are all right
+        (uniform), so dynamic sampling has to concatenate generation batches."""
+        total = sum(int(x) for x in re.search(r"Question: ([\d+]+)", prompt).group(1).split("+"))
+        uniform = call % 2 == 0 and total % 2 == 0
+        return " 1+2=3;" + plain.write_answer(str(total + (0 if uniform else j % 2)))
+
+    spec = TrialSpec(
+        algorithm=Algorithm(minibatches=3, dynamic_sampling=True, kl_coef=0.04),
+        model="tiny",
+        task_options=(("n_train", 64), ("n_eval", 8)),
+        budget=Budget(max_steps=3, prompts_per_step=3, group_size=4, max_new_tokens=24),
+        eval=EvalSpec(max_problems=4, n_samples=2, ks=(1, 2), at_start=False),
+    )
+
+    def trained(enabled: bool) -> dict[str, torch.Tensor]:
+        monkeypatch.setattr(fast_llama, "ENABLED", enabled)
+        model = tiny_llama(seed=0, tokenizer=tok)
+        engine = lambda m, t: ScriptedEngine(mixed, tokenizer=t)  # noqa: E731
+        result = train(spec, loaded=(model, tok), engine=engine)
+        assert result.outcome == "finished" and result.steps == 3
+        assert result.budget["budget/extra_gen_batches"] > 0  # batches were concatenated
+        return {n: p.detach().clone() for n, p in model.named_parameters()}
+
+    fused, plain_path = trained(True), trained(False)
+    start = {n: p for n, p in tiny_llama(seed=0, tokenizer=tok).named_parameters()}
+    moved = max((fused[n] - start[n]).abs().max().item() for n in fused)
+    assert moved > 1e-5  # the updates did something
+    for name in fused:
+        torch.testing.assert_close(fused[name], plain_path[name], atol=1e-6, rtol=1e-4, msg=name)
