@@ -178,19 +178,28 @@ class SharedPrefixKV:
             raise RuntimeError(f"KV cache capacity {self.new_keys.shape[2]} exceeded")
         self.new_keys[:, :, self.filled : end], self.new_values[:, :, self.filled : end] = k, v
         self.filled = end
-        rows, heads, _, dim = q.shape
-        shape = (self.keys.shape[0], self.n, self.keys.shape[1], heads // self.keys.shape[1])
-        width, scale = self.keys.shape[2], g.head_dim**-0.5
-        # a group's queries meet its prompt's keys once: [P, Hk, n * per_kv_head, W]
-        prompt_scores = _by_prompt(q, shape) @ self.keys.transpose(-1, -2) * scale
-        prompt_scores = _by_row(prompt_scores + self.prompt_bias, shape)  # [B, Hk, per_kv, W]
-        own = q.reshape(rows, shape[2], shape[3], dim)
-        new_keys, new_values = self.new_keys[:, :, :end], self.new_values[:, :, :end]
-        own_scores = own @ new_keys.transpose(-1, -2) * scale  # [B, Hk, per_kv, steps so far]
-        probs = torch.cat([prompt_scores, own_scores], -1).softmax(-1)
-        from_prompt = _by_row(_by_prompt(probs[..., :width], shape) @ self.values, shape)
-        out = from_prompt + probs[..., width:] @ new_values  # [B, Hk, per_kv, D]
-        return out.reshape(rows, heads, 1, dim)
+        own = (self.new_keys[:, :, :end], self.new_values[:, :, :end])
+        prefix = (self.keys, self.values, self.prompt_bias)
+        return grouped_attention(q, prefix, own, self.n, g.head_dim**-0.5)
+
+
+def grouped_attention(q: Tensor, prefix: tuple, own: tuple, n: int, scale: float) -> Tensor:
+    """Attention of the newest tokens q [P * n, H, S, D] over (a) their block's prompt:
+    `prefix` = keys, values [P, Hk, W, D] and an additive bias [P, 1, 1, W], shared by the
+    block's n rows, and (b) all of their own keys/values `own` [P * n, Hk, L, D] (every one
+    visible); one softmax over both. Equals SDPA over the concatenated keys (tested)."""
+    prefix_k, prefix_v, prefix_bias = prefix
+    own_k, own_v = own
+    rows, heads, steps, dim = q.shape
+    prompts, kv_heads, width, _ = prefix_k.shape
+    shape = (prompts, n, kv_heads, heads // kv_heads * steps)
+    q = q.reshape(rows, kv_heads, shape[3], dim)  # [B, Hk, per_kv * S, D]
+    prefix_scores = _by_prompt(q, shape) @ prefix_k.transpose(-1, -2) * scale + prefix_bias
+    own_scores = q @ own_k.transpose(-1, -2) * scale
+    probs = torch.cat([_by_row(prefix_scores, shape), own_scores], -1).softmax(-1)
+    out = _by_row(_by_prompt(probs[..., :width], shape) @ prefix_v, shape)
+    out = out + probs[..., width:] @ own_v  # [B, Hk, per_kv * S, D]
+    return out.reshape(rows, heads, steps, dim)
 
 
 def _by_prompt(x: Tensor, shape: tuple[int, int, int, int]) -> Tensor:
@@ -327,14 +336,12 @@ def completion_hidden(model, ids: Tensor, attn: Tensor, prompt_len: int) -> Tens
     steps = ids.shape[1] - prompt_len - 1  # inputs: every completion token but the last
     if steps <= 0:
         return first
+    # Measured: per-row copies of the prompt's keys/values with SDPA beat a grouped attention
+    # (as the decoder uses) here; the copies' backward is one scatter-add per layer.
     pasts = [PrefixKV(k[inverse], v[inverse]) for k, v in kvs]
-    rest, _ = run_layers(
-        g,
-        ids[:, prompt_len:-1],
-        rope_tables(g, continuation_positions(prompt_mask, steps), dtype),
-        continuation_bias(prompt_mask, steps, dtype),
-        pasts,
-    )
+    bias = continuation_bias(prompt_mask, steps, dtype)
+    rope = rope_tables(g, continuation_positions(prompt_mask, steps), dtype)
+    rest, _ = run_layers(g, ids[:, prompt_len:-1], rope, bias, pasts)
     return torch.cat([first, rest], 1)
 
 
