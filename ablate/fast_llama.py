@@ -300,10 +300,10 @@ def continuation_bias(prompt_mask: Tensor, steps: int, dtype: torch.dtype) -> Te
     return _additive(torch.cat([prompt, causal.expand(batch, -1, -1)], -1), dtype)[:, None]
 
 
-def continuation_positions(prompt_mask: Tensor, steps: int, offset: int = 0) -> Tensor:
+def continuation_positions(prompt_mask: Tensor, steps: int) -> Tensor:
     """[B, S]: the continuation's positions, counting only the prompt's real tokens."""
     start = prompt_mask.sum(-1, keepdim=True)
-    return start + offset + torch.arange(steps, device=prompt_mask.device)
+    return start + torch.arange(steps, device=prompt_mask.device)
 
 
 def prompt_positions(prompt_mask: Tensor) -> Tensor:

@@ -251,7 +251,6 @@ class MLflowTracker:
         from mlflow.entities import Param
 
         self._sender.wait()
-
         values = {k: _text(v)[:PARAM_MAX_CHARS] for k, v in params.items()}
         # Params are immutable; re-logging an identical one on resume is skipped, a changed one
         # still raises (it would mean the trial's definition changed under the same id).

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from ablate import fast_llama
 from ablate.algorithms import Algorithm
 from ablate.batch import ScoredBatch
 from ablate.critic import (
@@ -68,8 +69,6 @@ def completion_outputs(
 ) -> tuple[Tensor | None, Tensor]:
     """(final hidden states or None, logits), both [B, T, ...], at the positions that predict
     the completion tokens. Llama models run each distinct prompt once (`fast_llama`)."""
-    from ablate import fast_llama
-
     if fast_llama.supports(model):
         hidden = fast_llama.completion_hidden(model, ids, attn, prompt_len)
         return hidden, fast_llama.logits_from_hidden(model, hidden)
@@ -87,8 +86,6 @@ def completion_outputs(
 def forward_tokens(model: torch.nn.Module, rollouts: Rollouts) -> int:
     """Non-padding tokens one training forward of `rollouts` processes: each distinct prompt
     once on the fused Llama path (its G rows share it), every row's prompt otherwise."""
-    from ablate import fast_llama
-
     prompt_ids, prompt_mask = rollouts.prompt_ids, rollouts.prompt_mask
     if fast_llama.supports(model):
         _, prompt_mask, _ = fast_llama.distinct_prompts(prompt_ids, prompt_mask)

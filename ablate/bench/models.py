@@ -54,8 +54,3 @@ def _build_random(size: str, folder: Path) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(folder)
     tokenizer.save_pretrained(folder)
-
-
-def num_params(model) -> int:
-    """Parameters counted once each (the tied embedding / LM head is one matrix)."""
-    return sum(p.numel() for p in model.parameters())

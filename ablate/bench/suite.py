@@ -123,7 +123,7 @@ def section_rollout(bench: Bench) -> list[Row]:
 
 def section_flops(bench: Bench) -> list[Row]:
     from ablate.bench.flops import matmul_peak
-    from ablate.bench.models import num_params
+    from ablate.critic import num_params
     from ablate.models import load_model
 
     o = bench.options
