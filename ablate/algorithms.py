@@ -21,7 +21,7 @@ import warnings
 from dataclasses import dataclass, fields
 from typing import Any, Literal, get_args, get_type_hints
 
-from ablate.errors import ConfigError
+from ablate.errors import AblateWarning, ConfigError
 
 Baseline = Literal["group_mean", "leave_one_out"]
 Scale = Literal["group_std", "batch_std", "none"]
@@ -279,13 +279,13 @@ def _warn_about_inert_factors(a: Algorithm) -> None:
             f"ratio_level={a.ratio_level!r} with loss_agg={a.loss_agg!r}: each sequence's loss is "
             "counted once per token, so sequences are weighted by their length (trl#3823). GSPO's "
             "objective is loss_agg='seq_mean_token_mean'.",
-            UserWarning,
+            AblateWarning,
             stacklevel=4,
         )
     if a.ratio_level != "token" and a.updates_per_rollout == 1:
         warnings.warn(
             f"ratio_level={a.ratio_level!r} with one update per rollout: the ratio is always 1, so "
             "the sequence ratio and its clip change nothing. GSPO uses minibatches=4 (§5.1).",
-            UserWarning,
+            AblateWarning,
             stacklevel=4,
         )

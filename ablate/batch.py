@@ -2,6 +2,11 @@
 
 Every generated sample and token is charged to the budget counters, including the batches
 dynamic sampling throws away.
+
+Common random numbers survive dynamic sampling: step s's first attempt always draws the main
+stream's prompts [(s-1)·P, s·P) with a sampling seed keyed on (seed, step, attempt), and refills
+draw from their own stream keyed the same way. So every arm with one seed sees the same first
+batch at every step, and two dynamic-sampling arms the same refills, whatever their history.
 """
 
 from __future__ import annotations
@@ -40,13 +45,26 @@ class PromptStream:
             self._orders = {epoch: rng(self.seed, "data", str(epoch)).sample(range(n), n)}
         return self._orders[epoch]
 
-    def take(self, count: int) -> list[Problem]:
+    def window(self, start: int, count: int) -> list[Problem]:
+        """The problems at stream positions [start, start + count), without moving."""
         out = []
-        for _ in range(count):
-            epoch, index = divmod(self.position, len(self.problems))
+        for position in range(start, start + count):
+            epoch, index = divmod(position, len(self.problems))
             out.append(self.problems[self._order(epoch)[index]])
-            self.position += 1
         return out
+
+    def take(self, count: int) -> list[Problem]:
+        out = self.window(self.position, count)
+        self.position += count
+        return out
+
+    def refill(self, step: int, attempt: int, count: int) -> list[Problem]:
+        """`count` problems for dynamic sampling's attempt `attempt` (>= 2) of step `step`: a
+        seeded draw of their own, so refills never consume (and so never shift) the main
+        stream that the other arms read."""
+        n = len(self.problems)
+        picks = rng(self.seed, "refill", str(step), str(attempt)).sample(range(n), min(count, n))
+        return [self.problems[picks[i % len(picks)]] for i in range(count)]
 
 
 @dataclass
@@ -74,6 +92,13 @@ class ScoredBatch:
     correct: Tensor
     gen_batches: int = 1
     extra: dict[str, float] = field(default_factory=dict)
+    generated: ScoredBatch | None = None
+    """Every sample generated for this batch (all attempts, before dynamic sampling's filter);
+    None when that is the batch itself."""
+
+    @property
+    def all_samples(self) -> ScoredBatch:
+        return self if self.generated is None else self.generated
 
     def select(self, keep: Tensor) -> ScoredBatch:
         idx = keep.nonzero().flatten()
@@ -137,19 +162,27 @@ def collect_batch(
     budget: Budget,
     *,
     seed: int,
+    step: int,
     counters: Counters,
 ) -> ScoredBatch:
-    """One step's batch of `prompts_per_step` groups. With dynamic sampling, keep generating
-    until that many groups have unequal verifier rewards (DAPO §3.2: 0 < #correct < G)."""
+    """Step `step`'s batch of `prompts_per_step` groups. With dynamic sampling, keep generating
+    until that many groups have unequal verifier rewards (DAPO §3.2: 0 < #correct < G).
+
+    The main stream moves by exactly P per step, to position step·P, whatever the arm."""
     p, g = budget.prompts_per_step, budget.group_size
+    main = stream.window((step - 1) * p, p)
+    stream.position = step * p
+    generated: list[ScoredBatch] = []
     kept: list[ScoredBatch] = []
     n_kept = 0
     for attempt in range(1, algo.max_gen_batches + 1):
-        batch_seed = derive_seed(seed, "rollout", str(counters.gen_batches))
-        scored = generate_scored(engine, stream.take(p), task, template, budget, batch_seed)
+        problems = main if attempt == 1 else stream.refill(step, attempt, p)
+        batch_seed = derive_seed(seed, "rollout", str(step), str(attempt))
+        scored = generate_scored(engine, problems, task, template, budget, batch_seed)
         _charge(counters, scored, extra=attempt > 1)
         if not algo.dynamic_sampling:
             return scored
+        generated.append(scored)
         keep = informative_groups(scored.scores, g)
         kept.append(scored.select(expand_groups(keep, g)))
         n_kept += int(keep.sum())
@@ -157,6 +190,7 @@ def collect_batch(
             batch = concat_scored(kept)
             batch = batch.select(torch.arange(batch.scores.numel()) < p * g)
             batch.gen_batches = attempt
+            batch.generated = concat_scored(generated)
             return batch
     raise TrialError(
         f"dynamic sampling found {n_kept} of {p} groups with unequal rewards after "

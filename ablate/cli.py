@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import importlib
 import sys
+import warnings
 
 import typer
 
 from ablate.commands import COMMAND_MODULES
-from ablate.errors import AblateError
+from ablate.errors import AblateError, AblateWarning
 
 app = typer.Typer(
     name="ablate",
@@ -29,8 +30,21 @@ for _name in COMMAND_MODULES:
     _module.register(app)
 
 
+def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    """ablate's own warnings (study confounds, inert factors) as one line, without a source
+    location; anything else as Python shows it."""
+    if issubclass(category, AblateWarning):
+        typer.secho(f"warning: {message}", fg=typer.colors.YELLOW, err=True)
+    else:
+        _python_show_warning(message, category, filename, lineno, file, line)
+
+
+_python_show_warning = warnings.showwarning
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point: user errors print as one line, never a traceback."""
+    warnings.showwarning = _show_warning
     try:
         app(args=argv, standalone_mode=False)
     except AblateError as exc:

@@ -7,9 +7,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import torch
 from torch import Tensor
+
+if TYPE_CHECKING:
+    from ablate.batch import ScoredBatch
 
 
 def reward_metrics(rewards: Tensor, correct: Tensor, group_size: int) -> dict[str, float]:
@@ -104,6 +108,21 @@ def mean_stats(stats: Sequence[dict[str, float]], prefix: str = "policy/") -> di
         mean = sum(values) / len(values)
         out[key if "/" in key else prefix + key] = reduce(values) if reduce else mean
     return out
+
+
+def sample_metrics(batch: ScoredBatch, group_size: int, suffix: str = "") -> dict[str, float]:
+    """Reward, length, self-check and entropy metrics of the samples of `batch`, each key with
+    `suffix` appended (the trainer logs the step's every sample plainly, so arms compare, and
+    dynamic sampling's trained batch again as `_kept`)."""
+    r = batch.rollouts
+    metrics = {
+        **reward_metrics(batch.scores, batch.correct, group_size),
+        **length_metrics(r.lengths, batch.correct, r.truncated),
+        **self_check_rate([v.self_check for v in batch.verdicts], batch.correct),
+        **entropy_metrics(r.entropy, r.completion_mask),
+        "reward/identical_frac": identical_fraction(r.texts, group_size),
+    }
+    return {key + suffix: value for key, value in metrics.items()}
 
 
 def first_nonfinite(values: dict[str, float]) -> str | None:

@@ -27,3 +27,12 @@ class DivergedError(AblateError, FloatingPointError):
         super().__init__(f"diverged at step {step}: {quantity} is not finite")
         self.step = step
         self.quantity = quantity
+
+
+class AblateWarning(UserWarning):
+    """A legal but questionable setting; the CLI prints it as one line."""
+
+
+class StudyWarning(AblateWarning):
+    """A study that runs but whose comparisons may not mean what they seem (e.g. arms that
+    differ from the reference in an undeclared update schedule); the message says the fix."""

@@ -1,6 +1,7 @@
 """Held-out evaluation of the current policy: pass@1 (mean over n samples), pass@k (logged as
-eval/pass_at_k: MLflow names cannot hold "@"), length of
-correct and incorrect answers, truncation, accuracy per 1,000 generated tokens, self-checks.
+eval/pass_at_k: MLflow names cannot hold "@"), length of correct and incorrect answers,
+truncation, tokens generated per correct answer (inference cost), self-checks; and when the
+trainer evaluates on a token cadence (`token_mark`).
 
 The eval sampling seed depends only on the trial seed, so every arm with the same seed evaluates
 the same base model to the same numbers (common random numbers)."""
@@ -75,14 +76,24 @@ def evaluate(
     return metrics, records
 
 
+def token_mark(every_tokens: int, before: int, after: int) -> int | None:
+    """The largest multiple of `every_tokens` reached when the generated-token count went from
+    `before` to `after`, if that crossed one (None otherwise, or with the cadence off). Needs no
+    state beyond the counter, so a resumed trial evaluates where an uninterrupted one does."""
+    if every_tokens <= 0 or after // every_tokens == before // every_tokens:
+        return None
+    return after // every_tokens * every_tokens
+
+
 def _length_metrics(correct: np.ndarray, lengths: np.ndarray, truncated: np.ndarray) -> dict:
-    total_tokens = lengths.sum()
-    return {
+    metrics = {
         "eval/length_mean": float(lengths.mean()),
         "eval/length_correct": float(lengths[correct].mean()) if correct.any() else float("nan"),
         "eval/length_incorrect": (
             float(lengths[~correct].mean()) if (~correct).any() else float("nan")
         ),
         "eval/truncation_rate": float(truncated.mean()),
-        "eval/acc_per_1k_tokens": float(1000.0 * correct.sum() / max(total_tokens, 1.0)),
     }
+    if correct.any():  # undefined without a correct answer: not logged rather than inf
+        metrics["eval/tokens_per_correct"] = float(lengths.sum() / correct.sum())
+    return metrics

@@ -11,13 +11,14 @@ import dataclasses
 import importlib.util
 import itertools
 import re
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ablate.algorithms import Algorithm
-from ablate.errors import AblateError, StudyError
+from ablate.errors import AblateError, StudyError, StudyWarning
 from ablate.trial import Budget, EvalSpec, Optim, TrialSpec
 
 __all__ = [
@@ -43,13 +44,24 @@ class Arm:
     """A named algorithm: a preset (or Algorithm) plus field changes, built when asked."""
 
     name: str
-    base: str | Algorithm
+    base: str | Algorithm | None
     changes: tuple[tuple[str, Any], ...] = ()
+    replicate_of: str | None = None
+    """An A/A replicate of the named arm: the same algorithm on its own independent seed stream
+    (never paired with the original by common random numbers); the report's live calibration
+    check."""
+
+    @property
+    def declared(self) -> frozenset[str]:
+        """The fields this arm sets explicitly (not inherited from its preset)."""
+        return frozenset(name for name, _ in self.changes)
 
     @property
     def algorithm(self) -> Algorithm:
         from ablate.presets import baseline
 
+        if self.base is None:
+            raise StudyError(f"arm {self.name!r} needs a preset or Algorithm (or replicate_of=)")
         base = baseline(self.base) if isinstance(self.base, str) else self.base
         try:
             return dataclasses.replace(base, **dict(self.changes))
@@ -57,12 +69,24 @@ class Arm:
             raise StudyError(f"arm {self.name!r}: {exc}") from None
 
 
-def arm(name: str, base: str | Algorithm, **changes: Any) -> Arm:
-    """An explicit named arm, e.g. `arm("dapo_no_ds", "dapo", dynamic_sampling=False)`."""
-    return Arm(name=name, base=base, changes=tuple(changes.items()))
+def arm(
+    name: str,
+    base: str | Algorithm | None = None,
+    /,
+    *,
+    replicate_of: str | None = None,
+    **changes: Any,
+) -> Arm:
+    """An explicit named arm, e.g. `arm("dapo_no_ds", "dapo", dynamic_sampling=False)`.
+
+    `arm("grpo_again", replicate_of="grpo")` is an A/A replicate: the algorithm of arm "grpo"
+    on an independent seed stream; a base given with it must build the same algorithm."""
+    return Arm(name=name, base=base, changes=tuple(changes.items()), replicate_of=replicate_of)
 
 
-def _label(base: str | Algorithm) -> str:
+def _label(base: str | Algorithm, name: str | None = None) -> str:
+    if name is not None:
+        return name
     return base if isinstance(base, str) else "custom"
 
 
@@ -70,22 +94,24 @@ def _fmt(value: Any) -> str:
     return repr(value) if isinstance(value, str) else str(value)
 
 
-def one_at_a_time(base: str | Algorithm, **fields: Sequence[Any]) -> list[Arm]:
-    """The base arm plus one arm per (field, value): single-factor ablations."""
-    arms = [Arm(name=_label(base), base=base)]
+def one_at_a_time(
+    base: str | Algorithm, *, base_name: str | None = None, **fields: Sequence[Any]
+) -> list[Arm]:
+    """The base arm plus one arm per (field, value): single-factor ablations. `base_name`
+    names an Algorithm base (default: the preset name, or "custom")."""
+    label = _label(base, base_name)
+    arms = [Arm(name=label, base=base)]
     for name, values in fields.items():
         for value in values:
             arms.append(
-                Arm(
-                    name=f"{_label(base)}[{name}={_fmt(value)}]",
-                    base=base,
-                    changes=((name, value),),
-                )
+                Arm(name=f"{label}[{name}={_fmt(value)}]", base=base, changes=((name, value),))
             )
     return arms
 
 
-def full_factorial(base: str | Algorithm, **fields: Sequence[Any]) -> list[Arm]:
+def full_factorial(
+    base: str | Algorithm, *, base_name: str | None = None, **fields: Sequence[Any]
+) -> list[Arm]:
     """Every combination of the given field values."""
     names = list(fields)
     arms = []
@@ -93,7 +119,7 @@ def full_factorial(base: str | Algorithm, **fields: Sequence[Any]) -> list[Arm]:
         label = ",".join(f"{n}={_fmt(v)}" for n, v in zip(names, combo, strict=True))
         arms.append(
             Arm(
-                name=f"{_label(base)}[{label}]",
+                name=f"{_label(base, base_name)}[{label}]",
                 base=base,
                 changes=tuple(zip(names, combo, strict=True)),
             )
@@ -101,28 +127,44 @@ def full_factorial(base: str | Algorithm, **fields: Sequence[Any]) -> list[Arm]:
     return arms
 
 
-def path(from_preset: str, to_preset: str, order: Sequence[str] | None = None) -> list[Arm]:
-    """From one preset to another, adding one differing field at a time (the DAPO paper's
-    progressive table). `order` must name exactly the differing fields; default: field order."""
+def path(
+    start: str | Algorithm,
+    end: str | Algorithm,
+    order: Sequence[str] | None = None,
+    *,
+    start_name: str | None = None,
+    end_name: str | None = None,
+) -> list[Arm]:
+    """From one algorithm to another, adding one differing field at a time (the DAPO paper's
+    progressive table). `order` must name exactly the differing fields; default: field order.
+
+    Start from a schedule-matched base (e.g. `dataclasses.replace(grpo, minibatches=4)` to
+    `dataclasses.replace(dapo, minibatches=4)`): a path from a 1-update preset leaves the clip
+    inert until its last step and credits that step with every off-policy effect. Algorithms
+    need names (`start_name`, `end_name`); presets are named after themselves."""
     from ablate.presets import baseline
 
-    start, end = baseline(from_preset), baseline(to_preset)
-    diff = start.diff(end)
+    if not isinstance(start, str) and start_name is None:
+        raise StudyError("path(): an Algorithm start needs start_name=")
+    if not isinstance(end, str) and end_name is None:
+        raise StudyError("path(): an Algorithm end needs end_name=")
+    first, last = _label(start, start_name), _label(end, end_name)
+    a = baseline(start) if isinstance(start, str) else start
+    b = baseline(end) if isinstance(end, str) else end
+    diff = a.diff(b)
     order = list(order) if order is not None else list(diff)
     if sorted(order) != sorted(diff):
         raise StudyError(
-            f"path({from_preset!r} -> {to_preset!r}): order must list exactly the differing "
+            f"path({first!r} -> {last!r}): order must list exactly the differing "
             f"fields {sorted(diff)}, got {order}"
         )
-    arms, changes = [Arm(name=from_preset, base=from_preset)], []
+    arms, changes = [Arm(name=first, base=start)], []
     for name in order:
         changes.append((name, diff[name][1]))
         label = (
-            to_preset
-            if len(changes) == len(order)
-            else f"{from_preset}+" + "+".join(n for n, _ in changes)
+            last if len(changes) == len(order) else f"{first}+" + "+".join(n for n, _ in changes)
         )
-        arms.append(Arm(name=label, base=from_preset, changes=tuple(changes)))
+        arms.append(Arm(name=label, base=start, changes=tuple(changes)))
     return arms
 
 
@@ -191,13 +233,16 @@ class Study:
     checkpoint_every: int = 25
     engine: str = "hf"
     device: str = "cpu"
+    effect_of_interest: float | None = None
+    """The smallest Δ pass@1 worth detecting: the report gives the seeds needed to detect it."""
 
     def __post_init__(self) -> None:
         for name in ("base_models", "arms", "templates", "seeds", "extra"):
             object.__setattr__(self, name, tuple(getattr(self, name)))
         # grid builders each start from their base arm: identical arms collapse into one
-        object.__setattr__(self, "arms", tuple(dict.fromkeys(self.arms)))
-        from ablate.study_checks import study_problems
+        arms = tuple(dict.fromkeys(self.arms))
+        object.__setattr__(self, "arms", _with_replicates_resolved(arms))
+        from ablate.study_checks import study_problems, study_warnings
 
         problems = study_problems(self)
         if problems:
@@ -205,6 +250,8 @@ class Study:
                 f"study {self.name!r} has {len(problems)} problem(s):\n  - "
                 + "\n  - ".join(problems)
             )
+        for message in study_warnings(self):
+            warnings.warn(message, StudyWarning, stacklevel=3)
 
     @property
     def reference_arm(self) -> str:
@@ -212,6 +259,11 @@ class Study:
 
     def arm(self, name: str) -> Arm:
         return next(a for a in self.arms if a.name == name)
+
+    @property
+    def compared_arms(self) -> tuple[Arm, ...]:
+        """Arms contrasted with the reference (A/A replicates are checked on their own)."""
+        return tuple(a for a in self.arms if a.replicate_of is None)
 
     def cells(self) -> list[tuple[str, str, str, int]]:
         """(arm, base model, template, seed) in a stable order, without duplicates."""
@@ -246,10 +298,28 @@ class Study:
                     study=self.name,
                     engine=self.engine,
                     device=self.device,
+                    replicate=arm_name if self.arm(arm_name).replicate_of else "",
                 ),
             )
             for arm_name, model, template, seed in self.cells()
         ]
+
+
+def _with_replicates_resolved(arms: tuple[Arm, ...]) -> tuple[Arm, ...]:
+    """A replicate given without a base takes its original's base and changes."""
+    by_name = {a.name: a for a in arms}
+    out = []
+    for a in arms:
+        original = by_name.get(a.replicate_of) if a.replicate_of else None
+        if original is not None and a.base is None and original.base is not None:
+            a = Arm(
+                name=a.name,
+                base=original.base,
+                changes=original.changes,
+                replicate_of=original.name,
+            )
+        out.append(a)
+    return tuple(out)
 
 
 def load_study(path_or_module: str | Path) -> Study:

@@ -27,9 +27,54 @@ def study_problems(study: Study) -> list[str]:
         _cell_problems,
         _passk_problems,
         _search_problems,
+        _replicate_problems,
     ):
         problems.extend(check(study))
     return problems
+
+
+def study_warnings(study: Study) -> list[str]:
+    """Legal but possibly misleading set-ups: arms that differ from the reference in an update
+    schedule or KL term they inherit from a preset without declaring it."""
+    from ablate import confounds
+
+    ref = study.arm(study.reference_arm)
+    out = []
+    for a in study.compared_arms:
+        if a.name != ref.name:
+            out += confounds.undeclared(a.name, a.algorithm, a.declared, ref.name, ref.algorithm)
+    return out
+
+
+def _replicate_problems(study: Study) -> list[str]:
+    names = {a.name: a for a in study.arms}
+    out = []
+    for a in study.arms:
+        if a.replicate_of is None:
+            continue
+        original = names.get(a.replicate_of)
+        if original is None or original.replicate_of is not None or original.name == a.name:
+            out.append(
+                f"arm {a.name!r}: replicate_of={a.replicate_of!r} must name another arm that is "
+                "not itself a replicate"
+            )
+            continue
+        try:
+            diff = sorted(a.algorithm.diff(original.algorithm))
+        except AblateError:
+            continue  # reported by _arm_problems
+        if diff:
+            out.append(
+                f"arm {a.name!r} is a replicate of {original.name!r} but its algorithm differs in "
+                f"{diff}: write arm({a.name!r}, replicate_of={original.name!r}) without a base"
+            )
+    ref = names.get(study.reference_arm) if study.arms else None
+    if ref is not None and ref.replicate_of is not None:
+        out.append(f"the reference arm {ref.name!r} must not be a replicate")
+    e = study.effect_of_interest
+    if e is not None and not (isinstance(e, int | float) and 0 < e <= 1):
+        out.append(f"effect_of_interest={e!r} must be a Δ pass@1 in (0, 1], e.g. 0.02")
+    return out
 
 
 def _arm_problems(study: Study) -> list[str]:

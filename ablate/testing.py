@@ -273,6 +273,67 @@ def cycle_script(completions: Sequence[str]) -> Callable[[str, int, int], str]:
     return lambda _prompt, j, _call: options[j % len(options)]
 
 
+def study_data(
+    runs: Sequence[tuple],
+    *,
+    algorithms: Mapping[str, Any],
+    reference: str,
+    passk: Any = None,
+    replicates: Mapping[str, str] | None = None,
+    effect_of_interest: float | None = None,
+    group_size: int = 8,
+    max_new_tokens: int = 80,
+):
+    """A `report.load.StudyData` built in memory, for report tests without MLflow.
+
+    `runs`: (arm, model, seed, {metric: [value at step 0, 1, ...] or {step: value}}[, outcome])
+    with outcome "finished" (default), "diverged" (at its last step) or "failed"; the template is
+    "plain". `algorithms`: arm -> Algorithm."""
+    import dataclasses
+
+    import pandas as pd
+
+    from ablate.report.load import StudyData
+
+    keys = ["trial_id", "arm", "model", "template", "seed"]
+    trials, history = [], []
+    for i, (arm, model, seed, curves, *rest) in enumerate(runs):
+        outcome = rest[0] if rest else "finished"
+        steps = [
+            step for c in curves.values() for step in (c if isinstance(c, dict) else range(len(c)))
+        ]
+        reason = f"diverged at step {max(steps, default=0)}: loss is not finite"
+        row = dict(trial_id=f"t{i}", arm=arm, model=model, template="plain", seed=seed)
+        trials.append(
+            {
+                **row,
+                **{f"algo.{k}": v for k, v in dataclasses.asdict(algorithms[arm]).items()},
+                "status": "FINISHED" if outcome != "failed" else "FAILED",
+                "outcome": outcome,
+                "reason": {"finished": "", "diverged": reason}.get(outcome, "error"),
+                "run_id": f"r{i}",
+                "complete": outcome == "finished",
+                "diverged_step": max(steps, default=0) if outcome == "diverged" else float("nan"),
+            }
+        )
+        for metric, values in curves.items():
+            items = values.items() if isinstance(values, dict) else enumerate(values)
+            history += [{**row, "step": st, "metric": metric, "value": float(v)} for st, v in items]
+    return StudyData(
+        "synthetic",
+        reference,
+        pd.DataFrame(trials),
+        pd.DataFrame(history, columns=[*keys, "step", "metric", "value"]),
+        pd.DataFrame(),
+        passk if passk is not None else pd.DataFrame(),
+        group_size,
+        max_new_tokens,
+        algorithms=dict(algorithms),
+        replicates=dict(replicates or {}),
+        effect_of_interest=effect_of_interest,
+    )
+
+
 __all__ = [
     "DEFAULT_ALPHABET",
     "TINY_CONFIGS",
@@ -283,6 +344,7 @@ __all__ = [
     "ToyVerdict",
     "char_tokenizer",
     "cycle_script",
+    "study_data",
     "tiny_llama",
     "zoo_model_built",
 ]

@@ -21,7 +21,7 @@ from ablate.batch import Counters, PromptStream, collect_batch
 from ablate.checkpoint import has_checkpoint, load_checkpoint, save_checkpoint
 from ablate.critic import ValueHead, num_params
 from ablate.errors import DivergedError, TrialError
-from ablate.evaluation import evaluate
+from ablate.evaluation import evaluate, token_mark
 from ablate.rollout.base import RolloutEngine
 from ablate.seeding import seed_everything
 from ablate.tasks import get_task
@@ -29,7 +29,13 @@ from ablate.tasks.base import Task
 from ablate.templates import Template, get_template
 from ablate.tracking import NullTracker, Tracker
 from ablate.trial import TrialSpec
-from ablate.update import check_weights, forward_tokens, prepare_batch, run_updates
+from ablate.update import (
+    TrainBatch,
+    check_weights,
+    forward_tokens,
+    prepare_batch,
+    run_updates,
+)
 
 Progress = Callable[[int, int, dict[str, float]], None]
 EngineFactory = Callable[[torch.nn.Module, Any], RolloutEngine]
@@ -81,7 +87,7 @@ def setup_trial(
 ) -> Setup:
     """Everything a trial needs, built before any compute. A reference model is loaded only
     when kl_coef > 0; a value head only when advantage="gae"."""
-    seed_everything(spec.seed)
+    seed_everything(spec.rng_seed)
     algo = spec.algorithm.resolve(max_new_tokens=spec.budget.max_new_tokens)
     task = get_task(spec.task, **dict(spec.task_options))
     template = get_template(spec.template)
@@ -141,43 +147,34 @@ def rl_step(s: Setup, state: TrainState, stream: PromptStream) -> dict[str, floa
     step = state.step + 1
     t0 = time.perf_counter()
     batch = collect_batch(
-        s.engine, stream, s.task, s.template, algo, budget, seed=spec.seed, counters=state.counters
+        s.engine,
+        stream,
+        s.task,
+        s.template,
+        algo,
+        budget,
+        seed=spec.rng_seed,
+        step=step,
+        counters=state.counters,
     )
     t_gen = time.perf_counter()
     tb, shaped = prepare_batch(batch, s.model, s.ref, algo, budget, s.critic)
     if not torch.isfinite(tb.advantages).all():
         raise DivergedError(step, "advantages (non-finite rewards)")
-    stats = run_updates(
-        s.model,
-        s.optimizer,
-        s.scheduler,
-        tb,
-        algo,
-        spec.optim,
-        budget,
-        seed=spec.seed,
-        step=step,
-        critic=s.critic,
-    )
-    check_weights(s.model, step)
-    if s.critic is not None:
-        check_weights(s.critic, step)
-    if hasattr(s.engine, "sync_weights"):
-        s.engine.sync_weights(s.model)
+    stats = _update(s, tb, step)
     state.counters.trained_tokens += int(tb.loss_mask.sum()) * algo.ppo_epochs
     t_end = time.perf_counter()
-    r = batch.rollouts
+    r, g = batch.rollouts, budget.group_size
+    # every sample generated (so arms compare); for dynamic sampling also the trained ones
+    kept = diag.sample_metrics(batch, g, suffix="_kept") if algo.dynamic_sampling else {}
     metrics = {
-        **diag.reward_metrics(batch.scores, batch.correct, budget.group_size),
+        **diag.sample_metrics(batch.all_samples, g),
+        **kept,
         **shaped,
-        **diag.length_metrics(r.lengths, batch.correct, r.truncated),
-        **diag.self_check_rate([v.self_check for v in batch.verdicts], batch.correct),
         **diag.advantage_metrics(tb.advantages, tb.loss_mask),
-        **diag.entropy_metrics(r.entropy, r.completion_mask),
         **diag.mean_stats(stats),
         **_critic_metrics(s, shaped, stats),
         **state.counters.as_metrics(),
-        "reward/identical_frac": diag.identical_fraction(r.texts, budget.group_size),
         "budget/gen_batches_step": float(batch.gen_batches),
         "perf/gen_seconds": t_gen - t0,
         "perf/train_seconds": t_end - t_gen,
@@ -190,6 +187,28 @@ def rl_step(s: Setup, state: TrainState, stream: PromptStream) -> dict[str, floa
     state.step = step
     state.stream_position = stream.position
     return metrics
+
+
+def _update(s: Setup, tb: TrainBatch, step: int) -> list[dict[str, float]]:
+    """The step's optimizer updates, the weights checked, the engine given the new policy."""
+    stats = run_updates(
+        s.model,
+        s.optimizer,
+        s.scheduler,
+        tb,
+        s.algo,
+        s.spec.optim,
+        s.spec.budget,
+        seed=s.spec.rng_seed,
+        step=step,
+        critic=s.critic,
+    )
+    check_weights(s.model, step)
+    if s.critic is not None:
+        check_weights(s.critic, step)
+    if hasattr(s.engine, "sync_weights"):
+        s.engine.sync_weights(s.model)
+    return stats
 
 
 def _critic_metrics(s: Setup, shaped: dict[str, float], stats) -> dict[str, float]:
@@ -211,18 +230,23 @@ def budget_spent(spec: TrialSpec, state: TrainState) -> bool:
     return cap is not None and state.counters.generated_tokens >= cap
 
 
-def _evaluate(s: Setup, state: TrainState, tracker: Tracker) -> dict[str, float]:
+def _evaluate(
+    s: Setup, state: TrainState, tracker: Tracker, mark: int | None = None
+) -> dict[str, float]:
+    """Evaluate and log at the current step; `mark`: the token mark this eval stands for."""
     metrics, records = evaluate(
         s.engine,
         s.task,
         s.template,
         s.spec.eval,
         max_new_tokens=s.spec.budget.max_new_tokens,
-        seed=s.spec.seed,
+        seed=s.spec.rng_seed,
     )
     metrics.update(
         {k.replace("budget/", "eval/budget_"): v for k, v in state.counters.as_metrics().items()}
     )
+    if mark is not None:
+        metrics["eval/token_mark"] = float(mark)
     tracker.log_metrics(metrics, state.step)
     tracker.log_samples("eval", records, state.step)
     return metrics
@@ -241,19 +265,15 @@ def train(
     tracker = tracker or NullTracker()
     s = setup_trial(spec, loaded=loaded, engine=engine)
     state = _start_or_resume(s, run_dir, tracker)
-    stream = PromptStream(s.task.problems("train"), spec.seed, state.stream_position)
+    stream = PromptStream(s.task.problems("train"), spec.rng_seed, state.stream_position)
     result = TrialResult(spec.id, "finished", state.step)
     last_eval: dict[str, float] = {}
     try:
         if state.step == 0 and spec.eval.at_start:
             last_eval = _evaluate(s, state, tracker)
         while not budget_spent(spec, state):
-            t0 = time.perf_counter()
-            metrics = rl_step(s, state, stream)
-            state.wall_seconds += time.perf_counter() - t0
-            metrics["budget/wall_seconds"] = state.wall_seconds
-            tracker.log_metrics(metrics, state.step)
-            _after_step(s, state, run_dir, tracker, progress, metrics)
+            metrics = _step_and_eval(s, state, stream, tracker)
+            _after_step(s, state, run_dir, progress, metrics)
         last_eval = _evaluate(s, state, tracker)
         _checkpoint(s, state, run_dir)
     except DivergedError as exc:
@@ -266,10 +286,32 @@ def train(
     return result
 
 
-def _after_step(s, state, run_dir, tracker, progress, metrics) -> None:
-    every = s.spec.eval.every
-    if every and state.step % every == 0 and not budget_spent(s.spec, state):
-        metrics = {**metrics, **_evaluate(s, state, tracker)}
+def _step_and_eval(
+    s: Setup, state: TrainState, stream: PromptStream, tracker: Tracker
+) -> dict[str, float]:
+    """One RL step, logged, then the eval it is due (if any); their metrics together."""
+    t0 = time.perf_counter()
+    tokens_before = state.counters.generated_tokens
+    metrics = rl_step(s, state, stream)
+    state.wall_seconds += time.perf_counter() - t0
+    metrics["budget/wall_seconds"] = state.wall_seconds
+    tracker.log_metrics(metrics, state.step)
+    every_tokens = s.spec.eval.every_tokens
+    mark = token_mark(every_tokens, tokens_before, state.counters.generated_tokens)
+    if _eval_due(s.spec, state, mark):
+        metrics = {**metrics, **_evaluate(s, state, tracker, mark)}
+    return metrics
+
+
+def _eval_due(spec: TrialSpec, state: TrainState, mark: int | None) -> bool:
+    """Whether the step just done ends with an eval: on the step cadence or at a token mark, once
+    however many marks it crossed; never in the last step, whose eval is the final one."""
+    every = spec.eval.every
+    on_cadence = bool(every) and state.step % every == 0
+    return (on_cadence or mark is not None) and not budget_spent(spec, state)
+
+
+def _after_step(s, state, run_dir, progress, metrics) -> None:
     if s.spec.checkpoint_every and state.step % s.spec.checkpoint_every == 0:
         _checkpoint(s, state, run_dir)
     if progress is not None:

@@ -90,10 +90,13 @@ class Optim:
 
 @dataclass(frozen=True, kw_only=True)
 class EvalSpec:
-    """Held-out evaluation: every `every` steps and at the end."""
+    """Held-out evaluation: every `every` steps, every `every_tokens` generated tokens, and at
+    the end (at most once per step)."""
 
     every: int = 0
     """Evaluate every this many steps (0 = only at the start and the end)."""
+    every_tokens: int = 0
+    """Also evaluate in the step whose generated tokens cross a multiple of this (0 = off)."""
     at_start: bool = True
     """Also evaluate the base model before step 1 (for gains)."""
     n_samples: int = 8
@@ -110,6 +113,9 @@ class EvalSpec:
             self,
             {
                 f"every={self.every} must be >= 0": self.every >= 0,
+                f"every_tokens={self.every_tokens} must be >= 0 (0 = off)": (
+                    self.every_tokens >= 0
+                ),
                 f"n_samples={self.n_samples} must be >= 1": self.n_samples >= 1,
                 f"ks={self.ks} must be in 1..n_samples": (
                     bool(self.ks) and all(1 <= k <= self.n_samples for k in self.ks)
@@ -143,6 +149,9 @@ class TrialSpec:
     """Torch device of the policy ("cpu", "cuda")."""
     study: str = ""
     """Name of the study this trial belongs to (part of the id)."""
+    replicate: str = ""
+    """Name of an independent seed stream for an A/A replicate arm; '' = the study's common
+    random numbers."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "task_options", tuple(sorted(dict(self.task_options).items())))
@@ -153,6 +162,16 @@ class TrialSpec:
             problems.append(f"engine={self.engine!r} must be 'hf' or 'vllm'")
         if problems:
             raise ConfigError("invalid trial:\n  - " + "\n  - ".join(problems))
+
+    @property
+    def rng_seed(self) -> int:
+        """The seed every RNG of the trial derives from: `seed` itself, or for a replicate a
+        stable seed of its own, so an A/A arm shares nothing random with its twin."""
+        if not self.replicate:
+            return self.seed
+        from ablate.seeding import derive_seed  # lazily: seeding imports torch, specs must not
+
+        return derive_seed(self.seed, "replicate", self.replicate) % 2**31
 
     def as_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
@@ -171,8 +190,10 @@ class TrialSpec:
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
-#: Bumped whenever a default of Algorithm, Budget, Optim, EvalSpec or TrialSpec changes meaning.
-ID_VERSION = 1
+#: Bumped whenever a default of Algorithm, Budget, Optim, EvalSpec or TrialSpec changes meaning,
+#: or what a trial produces.
+# 2: rollout seeds keyed on (step, attempt), no longer on the count of generation batches.
+ID_VERSION = 2
 
 
 def _non_default(obj: Any) -> Any:

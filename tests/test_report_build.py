@@ -21,7 +21,7 @@ def tiny_study() -> Study:
     return Study(
         name="synth",
         base_models=["hopeless"],
-        arms=[arm("grpo", "grpo"), arm("dr_grpo", "dr_grpo")],
+        arms=[arm("grpo", "grpo", kl_coef=0.0), arm("dr_grpo", "dr_grpo")],
         seeds=[0, 1, 2],
         budget=Budget(max_steps=STEPS, prompts_per_step=2, group_size=2, max_new_tokens=16),
         eval=EvalSpec(every=2, n_samples=2, ks=(1, 2), max_problems=3),
@@ -101,7 +101,8 @@ def test_report_writes_every_output(report):
     _, _, _, folder = report
     for name in ("report.md", "report.html"):
         assert (folder / name).is_file()
-    for table in ("main", "claims", "incomplete", "dynamics"):
+    tables = ("configuration", "main", "equal_tokens", "survival", "incomplete", "measures")
+    for table in (*tables, "claims", "analytic", "dynamics"):
         for ext in ("md", "tex", "csv"):
             assert (folder / "tables" / f"{table}.{ext}").is_file()
     for fig in ("learning_curves", "entropy", "ratio_variance_vs_length", "length_by_correctness"):
@@ -115,15 +116,30 @@ def test_html_is_self_contained(report):
     assert "src='figures/" not in text and "<table>" in text
 
 
-def test_incomplete_trials_are_listed_with_reasons_and_n_counts_only_complete_seeds(report):
+def test_incomplete_trials_are_listed_and_diverged_ones_enter_the_headline_as_zero(report):
     folder = report[3]
     incomplete = pd.read_csv(folder / "tables" / "incomplete.csv")
     assert sorted(incomplete["status"]) == ["FINISHED", "MISSING"]
     assert set(incomplete["reason"]) == {"NaN loss", "no MLflow run (not started)"}
     main = pd.read_csv(folder / "tables" / "main.csv").set_index("arm")
-    assert main.loc["grpo", "N"] == "3/3" and main.loc["dr_grpo", "N"] == "1/3"
-    # the paired contrast uses only seed 0, the one seed complete in both arms
-    assert main.loc["dr_grpo", "Δ pass@1 vs ref N"] == 1
+    assert main.loc["grpo", "seeds"] == "3/3"
+    assert main.loc["dr_grpo", "seeds"] == "2/3 (1 diverged, 1 failed/missing)"
+    # seed 0 finished, seed 1 diverged (pass@1 = 0 by rule): the mean is half seed 0's value
+    data = load_study_data(report[0], report[1], report[2])
+    finished = data.trials[(data.trials["arm"] == "dr_grpo") & data.trials["complete"]]
+    final = (
+        data.history[
+            data.history["trial_id"].isin(finished["trial_id"])
+            & (data.history["metric"] == "eval/pass_at_1")
+        ]
+        .sort_values("step")["value"]
+        .iloc[-1]
+    )
+    assert main.loc["dr_grpo", "pass@1"] == pytest.approx(final / 2)
+    assert main.loc["dr_grpo", "pass@1 N"] == 2 and np.isnan(main.loc["dr_grpo", "pass@1 low"])
+    assert main.loc["dr_grpo", "Δ pass@1 N"] == 2  # seeds 0 and 1, paired with grpo's
+    survival = pd.read_csv(folder / "tables" / "survival.csv").set_index("arm")
+    assert survival.loc["dr_grpo", ["planned", "finished", "diverged"]].tolist() == [3, 1, 1]
 
 
 def test_report_is_attached_to_the_study_run(report):
@@ -169,15 +185,25 @@ def test_latex_tables_are_balanced_with_one_column_count(report):
         assert r"\toprule" in tex and r"\bottomrule" in tex
 
 
-def test_main_latex_shows_mean_pm_ci_bold_best_and_explains_marks(report):
+def test_main_latex_shows_mean_pm_t_interval_and_explains_the_marks(report):
     tex = (report[3] / "tables" / "main.tex").read_text()
-    assert r"$\pm$" in tex and r"\textbf{" in tex
-    assert "Holm-adjusted" in tex and "Wilcoxon" in tex
+    assert r"$\pm$" in tex and "Holm" in tex and "Student-t" in tex
+    assert "Wilcoxon" not in tex and r"\textbf{" not in tex  # nothing here is significant
 
 
-def test_markdown_has_n_in_every_estimate_cell(report):
+def test_report_opens_with_findings_then_the_configuration(report):
+    md = (report[3] / "report.md").read_text()
+    assert md.index("## Findings") < md.index("## configuration") < md.index("## main")
+    assert "too few seeds" in md and "diverged" in md.split("## configuration")[0]
+    html = (report[3] / "report.html").read_text()
+    assert html.index("class='findings'") < html.index("<table>")
+
+
+def test_cells_below_three_seeds_show_a_mean_only(report):
     study, results, uri, _ = report
-    tables = build_tables(load_study_data(study, results, uri))
-    main = render.to_markdown(tables[0])
-    data_rows = [line for line in main.splitlines() if line.startswith("| grpo")]
-    assert data_rows and all("(N=3)" in line for line in data_rows)
+    built = build_tables(load_study_data(study, results, uri))
+    main = render.to_markdown(next(t for t in built.tables if t.name == "main"))
+    dr = next(line for line in main.splitlines() if line.startswith("| dr_grpo"))
+    assert "n=2: too few seeds for an interval" in dr and "[" not in dr
+    grpo = next(line for line in main.splitlines() if line.startswith("| grpo"))
+    assert "(N=" not in main and re.search(r"\d\.\d{3} \[\d\.\d{3}, \d\.\d{3}\]", grpo)

@@ -4,6 +4,7 @@ and to leave it inconclusive (plus the 'not tested' paths)."""
 from __future__ import annotations
 
 import dataclasses
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
@@ -13,16 +14,23 @@ from ablate.presets import baseline
 from ablate.report import claims
 from ablate.report.load import StudyData
 
-SEEDS = range(6)  # 6 matched seeds: the smallest N whose exact sign-flip p can be < 0.05
-GRPO = baseline("grpo")
+SEEDS = range(6)
+GRPO = dataclasses.replace(baseline("grpo"), kl_coef=0.0)  # no KL: it would confound the pairs
 ALGOS = {
     "grpo": GRPO,
     "dr_grpo": baseline("dr_grpo"),
     "grpo_ch": dataclasses.replace(GRPO, clip_high=0.28),
+    "grpo_ch_mb4": dataclasses.replace(GRPO, clip_high=0.28, minibatches=4),
+    "grpo_kl": baseline("grpo"),
 }
 
 
-def make(runs, passk=None, group_size=8, reference="grpo") -> StudyData:
+def judged(claim: claims.Claim) -> claims.Claim:
+    """The claim after the study-wide step: Holm over the tested claims, then the verdict."""
+    return claims.adjudicate([claim])[0]
+
+
+def make(runs, passk=None, group_size=8, reference="grpo", algorithms=True) -> StudyData:
     """runs: (arm, model, seed, {metric: [value per step]}) -> a StudyData of complete trials."""
     trials, history = [], []
     for i, (arm, model, seed, curves) in enumerate(runs):
@@ -52,15 +60,17 @@ def make(runs, passk=None, group_size=8, reference="grpo") -> StudyData:
                         value=float(value),
                     )
                 )
+    columns = ["trial_id", "arm", "model", "template", "seed", "status", "outcome", "complete"]
     return StudyData(
         "synthetic",
         reference,
-        pd.DataFrame(trials),
-        pd.DataFrame(history),
+        pd.DataFrame(trials) if trials else pd.DataFrame(columns=[*columns, "reason", "run_id"]),
+        pd.DataFrame(history, columns=[*columns[:5], "step", "metric", "value"]),
         pd.DataFrame(),
         passk if passk is not None else pd.DataFrame(),
         group_size,
         80,
+        algorithms=ALGOS if algorithms else {},
     )
 
 
@@ -72,24 +82,27 @@ def test_token_weights_by_hand():
     assert claims.token_weights("seq_mean_token_sum_norm", 8, 4, 2) == pytest.approx((1 / 16,) * 2)
 
 
-def test_1a_supported_by_the_presets_and_contradicted_by_equal_weights():
+def test_1a_is_analytic_it_holds_for_the_presets_and_fails_for_equal_weights():
     c = claims.claim_1a(make([]))
-    assert c.verdict == claims.SUPPORTED and c.value == pytest.approx(0.5)
-    assert claims.claim_1a_verdict(1.0, 1.0, 60, 30).verdict == claims.CONTRADICTED
-    assert claims.claim_1a_verdict(0.5, 0.5, 60, 30).verdict == claims.CONTRADICTED
+    assert c.verdict == claims.HOLDS and c.value == pytest.approx(0.5)
+    assert claims.claim_1a_verdict(1.0, 1.0, 60, 30).verdict == claims.FAILS
+    assert claims.claim_1a_verdict(0.5, 0.5, 60, 30).verdict == claims.FAILS
+    # reported apart from the empirical claims, never among their verdicts
+    assert list(claims.analytic_claims(make([]))["id"]) == ["1a"]
+    assert "1a" not in set(claims.evaluate_claims(make([]))["id"])
 
 
 # --- 1b --------------------------------------------------------------------------------------
-def _lengths(grpo_growth, dr_growth, seeds=SEEDS):
+def _lengths(grpo_growth, dr_growth, seeds=SEEDS, grpo="grpo", algorithms=True):
     runs = []
     for s in seeds:
         runs.append(
-            ("grpo", "m", s, {"length/incorrect_mean": np.linspace(30, 30 + grpo_growth(s), 8)})
+            (grpo, "m", s, {"length/incorrect_mean": np.linspace(30, 30 + grpo_growth(s), 8)})
         )
         runs.append(
             ("dr_grpo", "m", s, {"length/incorrect_mean": np.linspace(30, 30 + dr_growth(s), 8)})
         )
-    return make(runs)
+    return make(runs, algorithms=algorithms)
 
 
 @pytest.mark.parametrize(
@@ -101,13 +114,28 @@ def _lengths(grpo_growth, dr_growth, seeds=SEEDS):
     ],
 )
 def test_1b_length_growth(grpo, dr, expected):
-    c = claims.claim_1b(_lengths(grpo, dr))
+    c = judged(claims.claim_1b(_lengths(grpo, dr)))
     assert c.verdict == expected and c.n == 6 and c.arms == "grpo vs dr_grpo"
 
 
-def test_1b_with_three_seeds_cannot_be_supported_however_large_the_effect():
-    c = claims.claim_1b(_lengths(lambda s: 100, lambda s: 0, seeds=range(3)))
-    assert c.verdict == claims.INCONCLUSIVE and c.p_value == pytest.approx(0.25)
+def test_1b_three_seeds_are_tested_by_paired_t_two_are_not():
+    three = judged(claims.claim_1b(_lengths(lambda s: 100 + s, lambda s: 0, seeds=range(3))))
+    # per-seed differences (the growth of the last minus the first quarter) 75, 75.75, 76.5
+    assert three.verdict == claims.SUPPORTED and three.n == 3 and three.p_value < 1e-3
+    two = judged(claims.claim_1b(_lengths(lambda s: 100, lambda s: 0, seeds=range(2))))
+    assert two.verdict == claims.NOT_TESTABLE and "n=2" in two.note
+
+
+def test_1b_not_tested_when_the_pair_also_differs_in_kl_and_says_so():
+    c = claims.claim_1b(_lengths(lambda s: 10, lambda s: 0, grpo="grpo_kl"))
+    assert c.verdict == claims.NOT_TESTED and "kl_coef" in c.note
+
+
+def test_pairs_rebuilt_from_the_frame_treat_none_fields_as_equal():
+    # pandas stores None as NaN and NaN != NaN: dual_clip=None in both arms is no difference
+    data = _lengths(lambda s: 10 + s, lambda s: 0, algorithms=False)
+    assert data.algorithm("grpo").dual_clip is None
+    assert judged(claims.claim_1b(data)).verdict == claims.SUPPORTED
 
 
 def test_1b_not_tested_without_a_dr_grpo_arm():
@@ -116,12 +144,12 @@ def test_1b_not_tested_without_a_dr_grpo_arm():
 
 
 # --- 2 ---------------------------------------------------------------------------------------
-def _entropy(delta, clip_binds=0.05):
+def _entropy(delta, clip_binds=0.05, high="grpo_ch"):
     runs = []
     for s in SEEDS:
         common = {"policy/clip_frac_high": [clip_binds] * 8}
         runs.append(("grpo", "m", s, {**common, "entropy/mean": [0.1] * 8}))
-        runs.append(("grpo_ch", "m", s, {**common, "entropy/mean": [0.1 + delta(s)] * 8}))
+        runs.append((high, "m", s, {**common, "entropy/mean": [0.1 + delta(s)] * 8}))
     return make(runs)
 
 
@@ -134,8 +162,14 @@ def _entropy(delta, clip_binds=0.05):
     ],
 )
 def test_2_clip_higher_entropy(delta, expected):
-    c = claims.claim_2(_entropy(delta))
+    c = judged(claims.claim_2(_entropy(delta)))
     assert c.verdict == expected and c.arms == "grpo_ch vs grpo" and "5.00%" in c.note
+
+
+def test_2_not_tested_when_clip_higher_comes_with_another_schedule():
+    # DAPO's path credited clip-higher with 16 updates per rollout: such a pair is refused
+    c = claims.claim_2(_entropy(lambda s: 0.05, high="grpo_ch_mb4"))
+    assert c.verdict == claims.NOT_TESTED and "minibatches" in c.note
 
 
 def test_2_not_testable_when_the_upper_clip_barely_binds():
@@ -173,7 +207,19 @@ def _ratios(token_sign, seq_sign, n=6):
     ],
 )
 def test_3_ratio_variance_against_length(tok, seq, expected):
-    assert claims.claim_3(_ratios(tok, seq)).verdict == expected
+    assert judged(claims.claim_3(_ratios(tok, seq))).verdict == expected
+
+
+def test_3_averages_within_a_seed_so_n_counts_seeds_not_trials():
+    data = _ratios(lambda s: 1, lambda s: -1, n=3)
+    twice = dataclasses.replace(
+        data,
+        trials=pd.concat([data.trials, data.trials.assign(trial_id=lambda t: t["trial_id"] + "b")]),
+        history=pd.concat(
+            [data.history, data.history.assign(trial_id=lambda h: h["trial_id"] + "b")]
+        ),
+    )
+    assert claims.claim_3(twice).n == 3  # 6 trials, 3 seeds
 
 
 def test_3_not_testable_when_ratios_are_constant():
@@ -210,8 +256,17 @@ def _gain_vs_passg(gain_of, pass_g=(0.0, 0.1, 0.3, 0.5, 0.7, 0.9, 0.95, 1.0)):
     ],
 )
 def test_4_gain_grows_with_base_pass_at_g(gain, expected):
-    c = claims.claim_4(_gain_vs_passg(gain))
+    c = judged(claims.claim_4(_gain_vs_passg(gain)))
     assert c.verdict == expected and c.n == 8
+
+
+def test_4_permutation_p_over_cells_by_hand():
+    # 4 cells in perfect order: of the 24 pairings only the identity and the reversal reach
+    # |rho| = 1, so the two-sided exact p is 2/24 (four cells can never reach 0.05)
+    rho, p = claims.permutation_rho(np.array([0.1, 0.2, 0.3, 0.4]), np.array([1.0, 2, 3, 4]))
+    assert rho == pytest.approx(1.0) and p == pytest.approx(2 / 24)
+    c = judged(claims.claim_4(_gain_vs_passg(lambda pg: pg, pass_g=(0.0, 0.3, 0.6, 0.9))))
+    assert c.verdict == claims.INCONCLUSIVE and c.p_value == pytest.approx(2 / 24)
 
 
 def test_4_not_tested_with_two_base_models():
@@ -247,7 +302,7 @@ def _templates(p_other, half_width):
     ],
 )
 def test_5_template_changes_base_pass_at_k(p_other, half, expected):
-    assert claims.claim_5(_templates(p_other, half)).verdict == expected
+    assert judged(claims.claim_5(_templates(p_other, half))).verdict == expected
 
 
 def test_template_contrasts_holm_adjusts_across_models():
@@ -269,17 +324,16 @@ def test_template_contrasts_holm_adjusts_across_models():
 
 
 # --- 6 ---------------------------------------------------------------------------------------
-def _pass_gains(g1, gk):
-    runs = [
+def _pass_gains(g1, gk, base_k=0.8, model="m"):
+    return [
         (
             "grpo",
-            "m",
+            model,
             s,
-            {"eval/pass_at_1": [0.3, 0.3 + g1(s)], "eval/pass_at_8": [0.8, 0.8 + gk(s)]},
+            {"eval/pass_at_1": [0.3, 0.3 + g1(s)], "eval/pass_at_8": [base_k, base_k + gk(s)]},
         )
         for s in SEEDS
     ]
-    return make(runs)
 
 
 @pytest.mark.parametrize(
@@ -291,14 +345,32 @@ def _pass_gains(g1, gk):
     ],
 )
 def test_6_pass_at_1_gains_more_than_pass_at_k(g1, gk, expected):
-    c = claims.claim_6(_pass_gains(g1, gk))
+    c = judged(claims.claim_6(make(_pass_gains(g1, gk))))
     assert c.verdict == expected and c.n == 6
 
 
-def test_verdict_rule_needs_both_ci_and_p():
-    from ablate.report.stats import Estimate
+def test_6_marks_ceiling_cells_instead_of_counting_them():
+    at_ceiling = _pass_gains(lambda s: 0.1, lambda s: 0.0, base_k=0.97, model="sat")
+    only = claims.claim_6(make(at_ceiling))
+    assert only.verdict == claims.NOT_TESTABLE and "sat" in only.note
+    # with a non-ceiling cell beside it, the ceiling cell is named and left out
+    mixed = make(at_ceiling + _pass_gains(lambda s: -0.1 - 0.01 * s, lambda s: 0.0))
+    c = judged(claims.claim_6(mixed))
+    assert c.verdict == claims.CONTRADICTED and "sat" in c.note and c.n == 6
 
-    assert claims.verdict(Estimate(1, 0.5, 2, 6), 0.03) == claims.SUPPORTED
-    assert claims.verdict(Estimate(1, 0.5, 2, 3), 0.25) == claims.INCONCLUSIVE
-    assert claims.verdict(Estimate(-1, -2, -0.5, 6), 0.03) == claims.CONTRADICTED
-    assert claims.verdict(Estimate(1, -0.5, 2, 6), 0.01) == claims.INCONCLUSIVE
+
+def test_verdict_rule_on_holm_adjusted_p():
+    assert claims.verdict(1.0, 0.03) == claims.SUPPORTED
+    assert claims.verdict(-1.0, 0.03) == claims.CONTRADICTED
+    assert claims.verdict(1.0, 0.06) == claims.INCONCLUSIVE
+    assert claims.verdict(-1.0, 0.01, direction=0) == claims.SUPPORTED  # either direction
+
+
+def test_claims_are_holm_adjusted_together():
+    base = claims.Claim("x", "s", "t", value=1.0, n=6, verdict=claims.INCONCLUSIVE)
+    a, b = claims.adjudicate([replace(base, p_value=0.03), replace(base, p_value=0.04)])
+    # alone each would be supported; Holm: 2 x 0.03 = 0.06, then max(0.06, 0.04) = 0.06
+    assert a.p_holm == pytest.approx(0.06) and b.p_holm == pytest.approx(0.06)
+    assert a.verdict == b.verdict == claims.INCONCLUSIVE
+    untested = claims.Claim("y", "s", "t", verdict=claims.NOT_TESTED)
+    assert claims.adjudicate([untested, replace(base, p_value=0.03)])[1].p_holm == 0.03

@@ -7,17 +7,19 @@ from pathlib import Path
 
 import pytest
 
-from ablate.errors import StudyError
+from ablate.confounds import differing_fields
+from ablate.errors import StudyError, StudyWarning
 from ablate.study import load_study
 
 STUDIES = Path(__file__).resolve().parents[1] / "studies"
-CPU_STUDIES = ["quickstart", "base_model_selection", "factor_grid", "seed_claims"]
+CPU_STUDIES = ["quickstart", "base_model_selection", "factor_grid", "seed_claims", "aa_check"]
 
 
 @pytest.mark.parametrize("name", CPU_STUDIES)
 def test_cpu_studies_load_and_expand(name):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
+        warnings.simplefilter("error", StudyWarning)  # no undeclared confound in a shipped study
         study = load_study(STUDIES / f"{name}.py")
     trials = study.trials()
     assert trials and len({t.id for t in trials}) == len(trials)
@@ -28,7 +30,11 @@ def test_quickstart_matches_its_brief():
     study = load_study(STUDIES / "quickstart.py")
     arms = {t.arm for t in study.trials() if t.spec.model == "rl_ready"}
     assert arms == {"grpo", "dr_grpo", "dapo", "gspo"}
-    assert {t.spec.seed for t in study.trials() if t.spec.model == "rl_ready"} == {0, 1}
+    # >= 3 seeds per compared arm: the fewest for which the report gives intervals and tests
+    assert {t.spec.seed for t in study.trials() if t.spec.model == "rl_ready"} == {0, 1, 2}
+    algos = [study.arm(a).algorithm for a in sorted(arms)]
+    assert {(a.ppo_epochs, a.minibatches, a.kl_coef) for a in algos} == {(1, 4, 0.0)}
+    assert study.eval.every_tokens > 0 and study.effect_of_interest
     assert {t.spec.model for t in study.trials()} == {"hopeless", "mid", "rl_ready", "saturated"}
     assert len(study.passk.templates) == 2
 
@@ -47,3 +53,35 @@ def test_factor_grid_includes_the_ppo_reference_row():
         study = load_study(STUDIES / "factor_grid.py")
     ppo = study.arm("ppo").algorithm
     assert ppo.advantage == "gae" and any(t.arm == "ppo" for t in study.trials())
+
+
+def test_factor_grid_path_runs_every_step_on_the_reference_schedule():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        study = load_study(STUDIES / "factor_grid.py")
+    ref = study.arm(study.reference_arm).algorithm
+    for a in study.arms:
+        diff = differing_fields(a.algorithm, ref)
+        assert not {"minibatches", "ppo_epochs", "kl_coef"} & set(diff) or a.name.endswith(
+            "kl_coef=0.04]"
+        ), a.name
+    path_arms = [a.name for a in study.arms if a.name.startswith("grpo4+") or a.name == "dapo4"]
+    assert path_arms[-1] == "dapo4" and len(path_arms) == 4
+    assert "grpo4+clip_high" in path_arms  # clip-higher alone, where the ratio can move
+
+
+def test_gpu_template_arms_share_one_schedule(monkeypatch, tmp_path):
+    (tmp_path / "model").mkdir()
+    (tmp_path / "model" / "config.json").write_text("{}")
+    data = tmp_path / "math.jsonl"
+    data.write_text('{"problem": "1+1", "solution": "\\\\boxed{2}"}\n')
+    monkeypatch.setenv("ABLATE_QWEN_MATH", str(tmp_path / "model"))
+    monkeypatch.setenv("ABLATE_MATH_DATA", str(data))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", StudyWarning)
+        try:
+            study = load_study(STUDIES / "qwen_math_gpu.py")
+        except StudyError as exc:  # a loader that wants more of the files: check the source
+            pytest.skip(f"GPU template needs real files: {exc}")
+    assert {a.algorithm.updates_per_rollout for a in study.arms} == {4}
+    assert {a.algorithm.kl_coef for a in study.arms} == {0.0}

@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 import subprocess
 import sys
 import textwrap
+import warnings
 
 import pytest
 
 import ablate
 from ablate.cli import main
-from ablate.errors import StudyError
+from ablate.errors import StudyError, StudyWarning
 from ablate.study import (
     Budget,
     Cells,
@@ -184,3 +186,86 @@ def test_trial_id_ignores_defaults_so_new_factors_keep_old_ids():
     assert dataclasses.replace(a, template="plain_q").id != a.id
     changed = dataclasses.replace(a, algorithm=dataclasses.replace(a.algorithm, clip_high=0.28))
     assert changed.id != a.id
+
+
+# --- replicates, confound warnings, named paths ------------------------------------------------
+def test_a_replicate_copies_its_original_on_an_independent_seed_stream():
+    s = make(
+        arms=[arm("grpo", "grpo", minibatches=4), arm("again", replicate_of="grpo")],
+        seeds=[0, 1, 2],
+    )
+    assert s.arm("again").algorithm == s.arm("grpo").algorithm
+    trials = {(t.arm, t.spec.seed): t for t in s.trials()}
+    assert trials[("again", 0)].spec.replicate == "again"
+    assert trials[("grpo", 0)].spec.replicate == ""
+    assert trials[("again", 0)].id != trials[("grpo", 0)].id
+    assert trials[("again", 0)].spec.rng_seed != trials[("grpo", 0)].spec.rng_seed
+    assert [a.name for a in s.compared_arms] == ["grpo"]
+
+
+@pytest.mark.parametrize(
+    ("arms", "message"),
+    [
+        ([arm("grpo", "grpo"), arm("again", replicate_of="nope")], "replicate_of='nope'"),
+        ([arm("grpo", "grpo"), arm("again", "dapo", replicate_of="grpo")], "differs in"),
+        ([arm("again", replicate_of="again")], "replicate_of='again'"),
+    ],
+)
+def test_bad_replicates_are_refused_before_compute(arms, message):
+    with pytest.raises(StudyError, match=re.escape(message)):
+        make(arms=arms)
+
+
+def test_the_reference_cannot_be_a_replicate_and_effect_must_be_a_delta():
+    with pytest.raises(StudyError, match="must not be a replicate"):
+        make(arms=[arm("grpo", "grpo"), arm("b", replicate_of="grpo")], reference="b")
+    with pytest.raises(StudyError, match="effect_of_interest=2"):
+        make(effect_of_interest=2)
+
+
+def test_undeclared_schedule_and_kl_differences_warn_with_the_fix():
+    with pytest.warns(StudyWarning) as caught:
+        make(arms=[arm("grpo", "grpo"), arm("dapo", "dapo")])
+    messages = [str(w.message) for w in caught]
+    schedule = next(msg for msg in messages if "update schedule" in msg)
+    assert "16 updates" in schedule and "minibatches=1 on 'dapo'" in schedule
+    assert "arm('dapo', ..., minibatches=16)" in schedule
+    assert any("KL term" in msg and "kl_coef=0.0" in msg for msg in messages)
+
+
+def test_declared_differences_do_not_warn():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", StudyWarning)
+        make(
+            arms=[
+                arm("grpo", "grpo", minibatches=4, kl_coef=0.0),
+                arm("dapo", "dapo", minibatches=16, kl_coef=0.0),
+                arm("dr", "dr_grpo", minibatches=4),
+            ]
+        )
+
+
+def test_cli_prints_a_study_warning_as_one_line(tmp_path, capsys):
+    study = tmp_path / "s.py"
+    study.write_text(
+        "from ablate.study import Study, arm\n"
+        "STUDY = Study(name='s', base_models=['rl_ready'], arms=[arm('grpo','grpo'), "
+        "arm('dapo','dapo')], seeds=[0])\n"
+    )
+    assert main(["plan", str(study), "--pilot", str(tmp_path / "none")]) == 2
+    err = capsys.readouterr().err
+    warning_lines = [line for line in err.splitlines() if line.startswith("warning:")]
+    assert len(warning_lines) == 2 and "Traceback" not in err
+    assert "error: no pilot results" in err
+
+
+def test_path_between_named_algorithms_and_one_at_a_time_base_name():
+    base = dataclasses.replace(ablate.baseline("grpo"), minibatches=4, kl_coef=0.0)
+    end = dataclasses.replace(ablate.baseline("dapo"), minibatches=4)
+    arms = path(base, end, start_name="grpo4", end_name="dapo4")
+    assert arms[0].name == "grpo4" and arms[-1].name == "dapo4"
+    assert arms[-1].algorithm == end and arms[1].name == "grpo4+clip_high"
+    assert {a.algorithm.minibatches for a in arms} == {4}
+    with pytest.raises(StudyError, match="start_name"):
+        path(base, "dapo")
+    assert one_at_a_time(base, base_name="grpo4", scale=["none"])[1].name == "grpo4[scale='none']"

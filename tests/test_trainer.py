@@ -70,6 +70,7 @@ def batch_parts(algo: Algorithm, script, budget: Budget | None = None):
         algo,
         budget,
         seed=0,
+        step=1,
         counters=counters,
     )
     return batch, counters

@@ -2,4 +2,16 @@
 imports heavy libraries (torch, transformers, mlflow) only inside its command functions."""
 
 #: Modules under ablate.commands that cli.py registers, in help order.
-COMMAND_MODULES = ("core", "train", "run", "worker", "tune", "zoo", "passk", "report", "bench")
+COMMAND_MODULES = (
+    "core",
+    "train",
+    "run",
+    "worker",
+    "tune",
+    "zoo",
+    "passk",
+    "report",
+    "plan",
+    "bench",
+    "calibrate",
+)

@@ -5,63 +5,84 @@ from __future__ import annotations
 
 import base64
 import html
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
 from ablate import tracking
-from ablate.report import render, tables
-from ablate.report.claims import evaluate_claims, template_contrasts
+from ablate.report import contrasts as cx
+from ablate.report import render, secondary, tables
+from ablate.report.claims import analytic_claims, evaluate_claims, template_contrasts
 from ablate.report.figures import write_figures
+from ablate.report.findings import findings
 from ablate.report.load import StudyData, load_study_data
 from ablate.study import Study
 
 CSS = (
     "body{font-family:sans-serif;max-width:1200px;margin:2em auto}table{border-collapse:collapse;"
     "font-size:12px;margin:1em 0}td,th{border:1px solid #ccc;padding:2px 6px}"
-    "caption{font-weight:bold;text-align:left}.note{font-size:11px;color:#555}img{max-width:640px}"
+    "caption{text-align:left;font-size:12px;color:#333;caption-side:bottom}"
+    ".findings{background:#f6f8fa;padding:0.5em 1.5em;border-left:4px solid #3b73b9}"
+    ".note{font-size:11px;color:#555}img{max-width:640px}"
 )
 
 
-def build_tables(data: StudyData) -> list[tables.Table]:
+@dataclass
+class Built:
+    findings: dict[str, list[str]]
+    tables: list[tables.Table]
+
+
+def build_tables(data: StudyData) -> Built:
+    steps, tokens = cx.headline_contrasts(data), cx.token_contrasts(data)
+    aa = cx.replicate_contrasts(data)
     claims = evaluate_claims(data)
     out = [
-        tables.main_table(data),
-        tables.claims_table(claims),
+        tables.config_table(data),
+        tables.main_table(data, steps),
+        tables.compute_table(data, tokens),
+    ]
+    if aa:
+        out.append(tables.aa_table(aa))
+    out += [
+        tables.survival_table(data),
         tables.incomplete_table(data),
-        tables.dynamics_table(data),
-        tables.base_table(data),
+        secondary.measures_table(data),
+        secondary.claims_table(claims),
+        secondary.claims_table(analytic_claims(data), "analytic"),
+        secondary.dynamics_table(data),
+        secondary.base_table(data),
     ]
     contrasts = template_contrasts(data.passk) if len(data.passk) else None
     if contrasts is not None and len(contrasts):
-        rows = contrasts.to_dict("records")
-        out.append(
-            tables.Table("templates", "Template contrasts of base pass@1 (Holm across rows).", rows)
-        )
-    return out
+        out.append(secondary.templates_table(contrasts))
+    return Built(findings(data, steps, tokens, aa, claims), out)
 
 
 def _summary(data: StudyData) -> str:
     t = data.trials
     done = int(t["complete"].sum())
+    seeds = sorted(set(t["seed"]))
     return (
-        f"{len(t)} planned trials, {done} complete, {len(t) - done} failed/diverged/missing; "
-        f"reference arm `{data.reference_arm}`. Verdicts use one fixed rule (CI excludes 0 and "
-        "p < 0.05); inconclusive is a result, not a failure."
+        f"{len(t)} planned trials, {done} finished, {len(t) - done} diverged/failed/missing; "
+        f"reference arm `{data.reference_arm}`; seeds {seeds}. The seed is the unit of "
+        "inference: intervals are Student-t over seeds, contrasts paired by seed, marks "
+        "Holm-adjusted (calibration: `ablate calibrate`). Inconclusive is a result, not a failure."
     )
 
 
-def write_markdown(
-    data: StudyData, built: list[tables.Table], figures: list[Path], folder: Path
-) -> Path:
-    lines = [
-        f"# Report: {data.name}",
-        "",
-        f"_{datetime.now(UTC):%Y-%m-%d %H:%M} UTC_",
-        "",
-        _summary(data),
-        "",
-    ]
-    for table in built:
+def _findings_markdown(found: dict[str, list[str]]) -> list[str]:
+    lines = ["## Findings", ""]
+    for section, sentences in found.items():
+        if sentences:
+            lines += [f"**{section}**", "", *[f"- {s}" for s in sentences], ""]
+    return lines
+
+
+def write_markdown(data: StudyData, built: Built, figures: list[Path], folder: Path) -> Path:
+    lines = [f"# Report: {data.name}", "", f"_{datetime.now(UTC):%Y-%m-%d %H:%M} UTC_", ""]
+    lines += [_summary(data), "", *_findings_markdown(built.findings)]
+    for table in built.tables:
         lines += [f"## {table.name}", "", render.to_markdown(table)]
     lines += ["## figures", ""]
     lines += [f"![{p.stem}](figures/{p.name})" for p in figures]
@@ -70,16 +91,24 @@ def write_markdown(
     return path
 
 
-def write_html(
-    data: StudyData, built: list[tables.Table], figures: list[Path], folder: Path
-) -> Path:
+def _findings_html(found: dict[str, list[str]]) -> str:
+    parts = ["<div class='findings'><h2>Findings</h2>"]
+    for section, sentences in found.items():
+        if sentences:
+            items = "".join(f"<li>{html.escape(s)}</li>" for s in sentences)
+            parts.append(f"<h3>{html.escape(section)}</h3><ul>{items}</ul>")
+    return "".join(parts) + "</div>"
+
+
+def write_html(data: StudyData, built: Built, figures: list[Path], folder: Path) -> Path:
     """One self-contained file: figures inlined as base64 PNG."""
     parts = [
         f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(data.name)}</title>",
         f"<style>{CSS}</style></head><body><h1>Report: {html.escape(data.name)}</h1>",
         f"<p>{html.escape(_summary(data))}</p>",
+        _findings_html(built.findings),
     ]
-    for table in built:
+    for table in built.tables:
         parts += [f"<h2>{html.escape(table.name)}</h2>", render.to_html(table)]
     parts.append("<h2>figures</h2>")
     for png in figures:
@@ -121,7 +150,7 @@ def build_report(
     folder = Path(out_dir) / study.name
     folder.mkdir(parents=True, exist_ok=True)
     built = build_tables(data)
-    for table in built:
+    for table in built.tables:
         render.write_table(table, folder / "tables")
     figures = write_figures(data, folder / "figures")
     write_markdown(data, built, figures, folder)

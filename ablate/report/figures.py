@@ -1,7 +1,8 @@
 """The report's figures (matplotlib, Agg backend), each saved as PNG and PDF.
 
-Curves show the mean over complete seeds with a 95% band (mean ± t·SE over seeds; no band with one
-seed) per arm × base model × template."""
+Curves show the mean over finished seeds with the report's calibrated interval as a band (Student
+t over seeds, clipped to the measure's range; no band below 3 seeds) per arm × base model ×
+template."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import numpy as np
 import pandas as pd
 
 from ablate.report import measures as m
+from ablate.report import stats
 from ablate.report.claims import base_pass_at_g, gains
 from ablate.report.load import StudyData
 
@@ -25,15 +27,23 @@ def _plt():
     return plt
 
 
-def _band(values: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Per x (index): mean and a 95% t-interval over seeds (columns)."""
-    from scipy.stats import t
+#: Measures bounded to [0, 1]: their bands are clipped there.
+UNIT_RANGE_PREFIXES = ("eval/pass_at_", "reward/mean")
 
+
+def _band(
+    values: pd.DataFrame, bounds: tuple[float, float] | None = None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per x (index): mean and the 95% t interval over seeds (columns), clipped to `bounds`;
+    NaN below MIN_SEEDS seeds."""
     mean = values.mean(axis=1).to_numpy()
     n = values.notna().sum(axis=1).to_numpy()
-    se = (values.std(axis=1, ddof=1) / np.sqrt(n)).to_numpy()
-    half = np.where(n > 1, t.ppf(0.975, np.maximum(n - 1, 1)) * se, np.nan)
-    return mean, mean - half, mean + half
+    sd = values.std(axis=1, ddof=1).to_numpy()
+    half = np.where(n >= stats.MIN_SEEDS, stats.t_half_width(sd, np.maximum(n, 2)), np.nan)
+    low, high = mean - half, mean + half
+    if bounds is not None:
+        low, high = np.clip(low, *bounds), np.clip(high, *bounds)
+    return mean, low, high
 
 
 def _curves(data: StudyData, metric: str, ax, label_suffix: str = "", style: str = "-") -> bool:
@@ -44,7 +54,10 @@ def _curves(data: StudyData, metric: str, ax, label_suffix: str = "", style: str
     drew = False
     for (arm, model, template), cell in h.groupby(["arm", "model", "template"], sort=False):
         wide = cell.pivot_table(index="step", columns="seed", values="value")
-        mean, low, high = _band(wide)
+        if wide.shape[1] > 1:  # token-cadence evals land on different steps per seed
+            wide = wide[wide.notna().all(axis=1)]
+        bounded = metric.startswith(UNIT_RANGE_PREFIXES)
+        mean, low, high = _band(wide, (0.0, 1.0) if bounded else None)
         line = ax.plot(
             wide.index,
             mean,
@@ -59,6 +72,29 @@ def _curves(data: StudyData, metric: str, ax, label_suffix: str = "", style: str
 def _learning(data: StudyData, ax) -> bool:
     ax.set(xlabel="step", ylabel="eval pass@1", title="Learning curves")
     return _curves(data, "eval/pass_at_1", ax)
+
+
+def _learning_by_tokens(data: StudyData, ax) -> bool:
+    """Every finished trial's eval pass@1 against the tokens it had generated (one thin line per
+    seed): what each arm bought with its compute, without averaging over unequal x."""
+    done = data.complete()["trial_id"]
+    acc = m.curve(data.history, "eval/pass_at_1")
+    tok = m.curve(data.history, "eval/budget_generated_tokens")
+    joined = acc.merge(tok, on=["trial_id", "step"], suffixes=("", "_tok"))
+    joined = joined[joined["trial_id"].isin(done)]
+    if not len(joined):
+        return False
+    cells = data.trials.set_index("trial_id")[["arm", "model", "template"]]
+    colors: dict[tuple, str] = {}
+    for trial_id, curve in joined.groupby("trial_id", sort=False):
+        key = tuple(cells.loc[trial_id])
+        label = None if key in colors else " · ".join(key)
+        line = ax.plot(
+            curve["value_tok"], curve["value"], lw=0.8, color=colors.get(key), label=label
+        )
+        colors.setdefault(key, line[0].get_color())
+    ax.set(xlabel="generated training tokens", ylabel="eval pass@1", title="pass@1 vs compute")
+    return True
 
 
 def _length(data: StudyData, ax) -> bool:
@@ -138,6 +174,7 @@ def _passk_curves(data: StudyData, ax) -> bool:
 
 FIGURES: dict[str, Callable] = {
     "learning_curves": _learning,
+    "learning_curves_by_tokens": _learning_by_tokens,
     "length_by_correctness": _length,
     "entropy": _entropy,
     "ratio_variance_vs_length": _ratio_variance,

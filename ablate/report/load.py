@@ -2,7 +2,9 @@
 
 - `trials`: one row per planned trial of the study (missing ones included): trial_id, arm, model,
   template, seed, status (FINISHED / FAILED / KILLED / RUNNING / MISSING), outcome, reason, run_id,
-  complete (bool), and the arm's algorithm fields as `algo.*`.
+  complete (bool: finished), diverged_step (NaN unless diverged), and the arm's algorithm fields
+  as `algo.*`.
+- `algorithms`: arm -> its `Algorithm`; `replicates`: A/A replicate arm -> the arm it replicates.
 - `history`: trial_id, arm, model, template, seed, step, metric, value (every logged curve).
 - `samples`: trial_id, arm, model, template, seed, step, problem_id, sample, correct, length,
   truncated (per-sample eval outcomes, from the `samples/eval_step*.parquet` artifacts).
@@ -18,12 +20,14 @@ import hashlib
 import json
 import re
 import tempfile
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
 
 from ablate import tracking
+from ablate.algorithms import Algorithm
 from ablate.study import Study
 
 KEYS = ["trial_id", "arm", "model", "template", "seed"]
@@ -41,9 +45,48 @@ class StudyData:
     passk: pd.DataFrame
     group_size: int = 0
     max_new_tokens: int = 0
+    algorithms: Mapping[str, Algorithm] = field(default_factory=dict)
+    replicates: Mapping[str, str] = field(default_factory=dict)
+    effect_of_interest: float | None = None
 
     def complete(self) -> pd.DataFrame:
-        return self.trials[self.trials["complete"]]
+        return self.trials[self.trials["complete"].astype(bool)]
+
+    def diverged(self) -> pd.DataFrame:
+        return self.trials[self.trials["outcome"] == "diverged"]
+
+    def algorithm(self, arm: str) -> Algorithm:
+        """The arm's algorithm (rebuilt from the `algo.*` columns when not given: pandas turns
+        None into NaN there, so NaN is read back as None)."""
+        if arm in self.algorithms:
+            return self.algorithms[arm]
+        row = self.trials[self.trials["arm"] == arm].iloc[0]
+        values = {
+            c[len("algo.") :]: (None if _is_nan(row[c]) else row[c])
+            for c in self.trials.columns
+            if c.startswith("algo.")
+        }
+        return _algorithm_from(values)
+
+    @property
+    def compared_arms(self) -> list[str]:
+        """Arms in study order, A/A replicates left out."""
+        arms = list(dict.fromkeys(self.trials["arm"]))
+        return [a for a in arms if a not in self.replicates]
+
+
+def _is_nan(value: object) -> bool:
+    return isinstance(value, float) and value != value
+
+
+def _algorithm_from(values: dict) -> Algorithm:
+    import warnings
+
+    names = {f.name for f in dataclasses.fields(Algorithm)}
+    clean = {k: (v.item() if hasattr(v, "item") else v) for k, v in values.items() if k in names}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # inert-factor warnings were shown when the study loaded
+        return Algorithm(**clean)
 
 
 def planned_trials(study: Study) -> pd.DataFrame:
@@ -99,7 +142,18 @@ def trial_table(planned: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
             reason.append(_reason(run) if outcome[-1] != "finished" else "")
     out["status"], out["outcome"], out["reason"], out["run_id"] = status, outcome, reason, run_id
     out["complete"] = (out["status"] == "FINISHED") & (out["outcome"] == "finished")
+    out["diverged_step"] = [_diverged_step(o, r) for o, r in zip(outcome, reason, strict=True)]
     return out
+
+
+_DIVERGED_AT = re.compile(r"diverged at step (\d+)")
+
+
+def _diverged_step(outcome: str, reason: str) -> float:
+    if outcome != "diverged":
+        return float("nan")
+    found = _DIVERGED_AT.search(reason or "")
+    return float(found.group(1)) if found else float("nan")
 
 
 def load_history(uri: str, trials: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
@@ -197,4 +251,7 @@ def load_study_data(
         passk=read_passk(results_dir, study.name),
         group_size=study.budget.group_size,
         max_new_tokens=study.budget.max_new_tokens,
+        algorithms={a.name: a.algorithm for a in study.arms},
+        replicates={a.name: a.replicate_of for a in study.arms if a.replicate_of},
+        effect_of_interest=study.effect_of_interest,
     )

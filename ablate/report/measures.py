@@ -45,10 +45,42 @@ def trend(history: pd.DataFrame, metric: str, window: float = 0.25) -> pd.Series
     return late - early
 
 
-def by_seed(data: StudyData, values: pd.Series, arm: str, model: str, template: str) -> pd.Series:
-    """Complete trials of one cell: seed -> value."""
-    t = data.complete()
-    t = t[(t["arm"] == arm) & (t["model"] == model) & (t["template"] == template)]
+#: How a diverged trial enters the headline (never silently dropped): its policy is broken (non-
+#: finite weights), so it solves nothing. Failed trials (an infrastructure or data error, not
+#: the algorithm's doing) and missing ones are listed and left out.
+DIVERGED_RULE = (
+    "a diverged trial enters every eval measure of the headline as pass@k = 0 (its policy has "
+    "non-finite weights and solves nothing); failed and missing trials are listed, not averaged"
+)
+
+
+def headline_ids(data: StudyData) -> pd.Series:
+    """trial ids of the headline: finished and diverged trials."""
+    t = data.trials
+    return t[t["complete"] | (t["outcome"] == "diverged")]["trial_id"]
+
+
+def headline(data: StudyData, values: pd.Series) -> pd.Series:
+    """`values` (an eval pass@k per trial) with every diverged trial set to 0 (DIVERGED_RULE)."""
+    out = values.astype(float).copy()
+    for trial_id in data.diverged()["trial_id"]:
+        out.loc[trial_id] = 0.0
+    return out
+
+
+def by_seed(
+    data: StudyData,
+    values: pd.Series,
+    arm: str,
+    model: str,
+    template: str,
+    *,
+    with_diverged: bool = False,
+) -> pd.Series:
+    """One cell's complete trials (and diverged ones, for headline values): seed -> value."""
+    t = data.trials
+    keep = t["complete"] | (t["outcome"] == "diverged") if with_diverged else t["complete"]
+    t = t[keep & (t["arm"] == arm) & (t["model"] == model) & (t["template"] == template)]
     return pd.Series(t["trial_id"].map(values).to_numpy(), index=t["seed"].to_numpy(), dtype=float)
 
 
@@ -73,14 +105,50 @@ def eval_ks(history: pd.DataFrame) -> list[int]:
     return sorted(ks)
 
 
-def per_problem_accuracy(data: StudyData, arm: str, model: str, template: str, seeds) -> pd.Series:
-    """problem_id -> mean correctness over samples and the given seeds, at each trial's final
-    eval step."""
-    s = data.samples
-    s = s[(s["arm"] == arm) & (s["model"] == model) & (s["template"] == template)]
-    s = s[s["seed"].isin(list(seeds)) & s["trial_id"].isin(data.complete()["trial_id"])]
-    if not len(s):
-        return pd.Series(dtype=float)
-    last = s.groupby("trial_id")["step"].transform("max")
-    s = s[s["step"] == last]
-    return s.groupby("problem_id")["correct"].mean().astype(float)
+def _cell_ids(data: StudyData, model: str, template: str) -> pd.Series:
+    t = data.complete()
+    return t[(t["model"] == model) & (t["template"] == template)]["trial_id"]
+
+
+def at_equal_tokens(data: StudyData, model: str, template: str) -> tuple[pd.Series, float, str]:
+    """trial_id -> eval pass@1 at the same generated-token count for every complete trial of
+    the cell, the count, and how it was read. With a token eval cadence (`eval/token_mark`) the
+    count is the largest mark every trial reached and each value is the eval made on reaching
+    it; without one, pass@1 is interpolated linearly between evals at the smallest final count."""
+    ids = _cell_ids(data, model, template)
+    acc = curve(data.history, "eval/pass_at_1")
+    acc = acc[acc["trial_id"].isin(ids)]
+    marks = curve(data.history, "eval/token_mark")
+    marks = marks[marks["trial_id"].isin(ids)]
+    if len(marks) and set(marks["trial_id"]) == set(acc["trial_id"]):
+        mark = float(marks.groupby("trial_id")["value"].max().min())
+        first = marks[marks["value"] >= mark].groupby("trial_id")["step"].min()
+        at = acc.merge(first.rename("at").reset_index(), on="trial_id")
+        values = at[at["step"] == at["at"]].set_index("trial_id")["value"]
+        return values, mark, "eval made on reaching the mark"
+    tok = curve(data.history, "eval/budget_generated_tokens")
+    joined = acc.merge(tok, on=["trial_id", "step"], suffixes=("", "_tok"))
+    if not len(joined):
+        return pd.Series(dtype=float), float("nan"), "no evals"
+    budget = float(joined.groupby("trial_id")["value_tok"].max().min())
+    values = joined.groupby("trial_id")[["value_tok", "value"]].apply(
+        lambda g: float(np.interp(budget, g["value_tok"], g["value"]))
+    )
+    return values, budget, "interpolated between evals (no token eval cadence)"
+
+
+def gain_per_million_tokens(data: StudyData) -> pd.Series:
+    """trial_id -> (final − step-0 eval pass@1) per million generated training tokens (dynamic
+    sampling's discarded samples included): sample efficiency."""
+    p1 = curve(data.history, "eval/pass_at_1")
+    first = p1[p1["step"] == 0].set_index("trial_id")["value"]
+    gain = final_value(data.history, "eval/pass_at_1") - first
+    tokens = final_value(data.history, "budget/generated_tokens")
+    return (gain / (tokens / 1e6)).replace([np.inf, -np.inf], np.nan).dropna()
+
+
+def tokens_per_step(data: StudyData) -> pd.Series:
+    """trial_id -> generated tokens per RL step (all generation batches)."""
+    tokens = curve(data.history, "budget/generated_tokens")
+    last = tokens.groupby("trial_id").last()
+    return (last["value"] / last["step"].clip(lower=1)).astype(float)

@@ -8,66 +8,73 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ablate.report.stats import Estimate
-from ablate.report.tables import Table
-
-P_COLUMNS = ("p", "p Holm", "p per-problem")
+from ablate.report.stats import MIN_SEEDS, Estimate
+from ablate.report.tables import SIGNIFICANT, Table
 
 
-def _num(x: float, digits: int = 3) -> str:
+def _num(x: float | None, digits: int = 3) -> str:
+    """Fixed-point with `digits` decimals; small values in scientific notation (never a bare
+    0.000 for a non-zero number), large ones as grouped integers."""
     if x is None or (isinstance(x, float) and not math.isfinite(x)):
         return "–"
-    return f"{x:.{digits}g}" if abs(x) >= 1000 else f"{x:.{digits}f}"
+    x = float(x)
+    if abs(x) < 1e-12:  # rounding noise of an exact zero (e.g. pass@1 - pass^1)
+        return f"{0:.{digits}f}"
+    if abs(x) < 10 ** (-digits):
+        return f"{x:.1e}"
+    if abs(x) >= 1000:
+        return f"{x:,.0f}"
+    return f"{x:.{digits}f}"
 
 
-def _text(value: object, *, latex: bool = False) -> str:
+def too_few(n: int) -> str:
+    return f"n={n}: too few seeds for an interval"
+
+
+def _estimate_text(value: Estimate, *, latex: bool, compact: bool = False) -> str:
+    if not math.isfinite(value.value):
+        return "–"
+    if not (math.isfinite(value.low) and math.isfinite(value.high)):
+        if 0 < value.n < MIN_SEEDS and not (latex or compact):
+            return f"{_num(value.value)} ({too_few(value.n)})"
+        return _num(value.value) + (f" (n={value.n})" if value.n < MIN_SEEDS else "")
+    if latex:
+        return f"{_num(value.value)} $\\pm$ {_num((value.high - value.low) / 2)}"
+    return f"{_num(value.value)} [{_num(value.low)}, {_num(value.high)}]"
+
+
+def _text(value: object, *, latex: bool = False, compact: bool = False) -> str:
     if isinstance(value, Estimate):
-        if not math.isfinite(value.value):
-            return "–"
-        if latex and math.isfinite(value.low):
-            half = (value.high - value.low) / 2
-            return f"{_num(value.value)} $\\pm$ {_num(half)} (N={value.n})"
-        ci = f" [{_num(value.low)}, {_num(value.high)}]" if math.isfinite(value.low) else ""
-        return f"{_num(value.value)}{ci} (N={value.n})"
+        return _estimate_text(value, latex=latex, compact=compact)
     if value is None:
         return "–"
+    if isinstance(value, bool | np.bool_):
+        return "yes" if value else "no"
+    if isinstance(value, int | np.integer):
+        return str(int(value))
     if isinstance(value, float | np.floating):
         return _num(float(value))
     return str(value)
 
 
-def _marks(row: dict, latex: bool) -> str:
-    """Significance marks for a row's contrast (explained in the table's footnote)."""
-    out = ""
-    if isinstance(row.get("p Holm"), float) and row["p Holm"] < 0.05:
-        out += "$^*$" if latex else "*"
-    if isinstance(row.get("p per-problem"), float) and row["p per-problem"] < 0.05:
-        out += r"$^\dagger$" if latex else "†"
-    return out
-
-
-def _best(table: Table) -> dict[str, float]:
-    best = {}
-    for col in table.higher_is_better:
-        values = [r[col].value for r in table.rows if isinstance(r.get(col), Estimate)]
-        values = [v for v in values if math.isfinite(v)]
-        if values:
-            best[col] = max(values)
-    return best
-
-
 def _cells(table: Table, row: dict, latex: bool) -> list[str]:
-    best, out = _best(table), []
+    significant = bool(row.get(SIGNIFICANT))
+    out = []
     for col in table.columns:
-        text = _text(row[col], latex=latex)
+        text = _text(row[col], latex=latex, compact=table.compact)
         if latex:
             text = _escape(text)
-        if col in best and isinstance(row[col], Estimate) and row[col].value == best[col]:
-            text = f"\\textbf{{{text}}}" if latex else f"**{text}**"
-        if col == "Δ pass@1 vs ref":
-            text += _marks(row, latex)
+        if col == table.contrast_column and significant:
+            text = f"\\textbf{{{text}}}$^*$" if latex else f"**{text}** *"
         out.append(text)
     return out
+
+
+def _notes(table: Table) -> list[str]:
+    notes = [f"{k} {v}" for k, v in table.marks.items()]
+    if table.compact:
+        notes.append(f"(n=k): only k < {MIN_SEEDS} seeds, too few for an interval: a mean only")
+    return notes
 
 
 def to_markdown(table: Table) -> str:
@@ -78,9 +85,7 @@ def to_markdown(table: Table) -> str:
     for row in table.rows:
         cells = [c.replace("|", "\\|") for c in _cells(table, row, latex=False)]
         lines.append("| " + " | ".join(cells) + " |")
-    notes = [f"{k} {v}" for k, v in table.marks.items()]
-    if table.higher_is_better:
-        notes.append("bold: best mean in the column")
+    notes = _notes(table)
     return "\n".join(lines) + ("\n\n" + "; ".join(notes) + "\n" if notes else "\n")
 
 
@@ -95,6 +100,14 @@ _LATEX_SPECIAL = {
     "^": r"\^{}",
     "–": "--",
     "ρ": r"$\rho$",
+    "·": r"$\cdot$",
+    "≥": r"$\geq$",
+    "≤": r"$\leq$",
+    "×": r"$\times$",
+    "−": "-",
+    "±": r"$\pm$",
+    "<": r"$<$",
+    ">": r"$>$",
 }
 
 
@@ -125,8 +138,7 @@ def to_latex(table: Table) -> str:
         lines.append(" & ".join(_cells(table, row, latex=True)) + r" \\")
     lines += [r"\bottomrule", r"\end{tabular}"]
     notes = [f"{_escape(k) if k != '*' else '$^*$'}: {_escape(v)}" for k, v in table.marks.items()]
-    if table.higher_is_better:
-        notes.append("bold: best mean in the column")
+    notes += [_escape(n) for n in _notes(table)[len(table.marks) :]]
     caption = _escape(table.caption) + (" " + "; ".join(notes) + "." if notes else "")
     lines += [f"\\caption{{{caption}}}", f"\\label{{tab:{table.name}}}", r"\end{table}"]
     return "\n".join(lines) + "\n"
@@ -138,6 +150,9 @@ def to_frame(table: Table) -> pd.DataFrame:
     for row in table.rows:
         flat = {}
         for col, value in row.items():
+            if col == SIGNIFICANT:
+                flat["significant (Holm)"] = bool(value)
+                continue
             if isinstance(value, Estimate):
                 flat.update({col: value.value, f"{col} low": value.low, f"{col} high": value.high})
                 flat[f"{col} N"] = value.n
@@ -170,7 +185,7 @@ def to_html(table: Table) -> str:
             text = html.escape(text.replace("**", ""))
             cells.append(f"<td><b>{text}</b></td>" if bold else f"<td>{text}</td>")
         body.append("<tr>" + "".join(cells) + "</tr>")
-    notes = [f"{k} {v}" for k, v in table.marks.items()]
+    notes = _notes(table)
     foot = f"<p class='note'>{html.escape('; '.join(notes))}</p>" if notes else ""
     return (
         f"<table><caption>{html.escape(table.caption)}</caption><thead><tr>{head}</tr></thead>"

@@ -1,22 +1,26 @@
-"""The report's tables, built once as rows of `Estimate`s and plain values, then written as
-Markdown, LaTeX (booktabs: mean ± CI half-width, best in bold, significance marks in a footnote)
-and CSV (every estimate as value, low, high, n)."""
+"""The report's headline tables, built once as rows of `Estimate`s and plain values, then written
+as Markdown, LaTeX and CSV by `render`.
+
+Seed-level numbers: a mean over seeds with a Student-t 95% interval (calibrated by simulation in
+the test suite); below `stats.MIN_SEEDS` seeds a mean only. N is given once per row. Nothing is
+bolded except a contrast that is significant after Holm.
+"""
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
 
+from ablate import confounds
+from ablate.report import contrasts as cx
 from ablate.report import measures as m
 from ablate.report import stats
 from ablate.report.load import StudyData
 
-MARKS = {
-    "*": "paired sign-flip test over matched seeds, Holm-adjusted p < 0.05",
-    "†": "per-problem Wilcoxon signed-rank test on the final eval, p < 0.05",
-}
+SIGNIFICANT = "_significant"  # row key (not a column): bold the contrast cell, mark it *
 
 
 @dataclass
@@ -24,187 +28,224 @@ class Table:
     name: str
     caption: str
     rows: list[dict]
-    higher_is_better: set[str] = field(default_factory=set)
     marks: dict[str, str] = field(default_factory=dict)
+    contrast_column: str = ""
+    compact: bool = False  # under MIN_SEEDS seeds: "(n=2)", explained once under the table
 
     @property
     def columns(self) -> list[str]:
-        return list(self.rows[0]) if self.rows else []
+        return [c for c in self.rows[0] if not c.startswith("_")] if self.rows else []
 
 
-# --- building --------------------------------------------------------------------------------
-def _cell_estimate(
-    data: StudyData, values: pd.Series, cell: tuple[str, str, str]
+UNIT = (0.0, 1.0)  # the range of pass@k: its intervals are clipped there
+
+
+def seed_estimate(
+    data: StudyData,
+    values: pd.Series,
+    cell: tuple[str, str, str],
+    *,
+    headline: bool = False,
+    bounds: tuple[float, float] | None = None,
 ) -> stats.Estimate:
-    return stats.interval_estimate(m.by_seed(data, values, *cell).dropna().to_numpy())
+    """Mean over the cell's seeds with its t interval (none below MIN_SEEDS), clipped to the
+    measure's range `bounds` (which cannot lose coverage: the truth lies inside it)."""
+    series = m.by_seed(data, values, *cell, with_diverged=headline)
+    est = stats.t_interval(series.dropna().to_numpy())
+    if bounds is None or not np.isfinite(est.low):
+        return est
+    low, high = (float(np.clip(x, *bounds)) for x in (est.low, est.high))
+    return dataclasses.replace(est, low=low, high=high)
 
 
-def at_equal_tokens(data: StudyData, model: str, template: str) -> pd.Series:
-    """trial_id -> eval pass@1 interpolated at the smallest final generated-token count of the
-    cell's complete trials: every arm judged at the same generation compute."""
-    acc, tok = (
-        m.curve(data.history, "eval/pass_at_1"),
-        m.curve(data.history, "eval/budget_generated_tokens"),
-    )
-    done = data.complete()
-    ids = done[(done["model"] == model) & (done["template"] == template)]["trial_id"]
-    joined = acc.merge(tok, on=["trial_id", "step"], suffixes=("", "_tok"))
-    joined = joined[joined["trial_id"].isin(ids)]
-    if not len(joined):
-        return pd.Series(dtype=float)
-    budget = joined.groupby("trial_id")["value_tok"].max().min()
-    return joined.groupby("trial_id")[["value_tok", "value"]].apply(
-        lambda g: float(np.interp(budget, g["value_tok"], g["value"]))
-    )
-
-
-def _contrast(data: StudyData, cell: tuple[str, str, str], values: pd.Series) -> dict:
+def _planned(data: StudyData, cell: tuple[str, str, str]) -> pd.DataFrame:
+    t = data.trials
     arm, model, template = cell
-    ref = m.by_seed(data, values, data.reference_arm, model, template)
-    mine = m.by_seed(data, values, arm, model, template)
-    if arm == data.reference_arm or not len(ref.dropna()):
-        return {"Δ pass@1 vs ref": None, "p": np.nan, "p per-problem": np.nan, "P(improve)": np.nan}
-    a, r = m.matched(mine, ref)
-    cmp = stats.paired_comparison(a, r)
-    seeds = sorted(set(mine.dropna().index) & set(ref.dropna().index))
-    pa = m.per_problem_accuracy(data, arm, model, template, seeds)
-    pr = m.per_problem_accuracy(data, data.reference_arm, model, template, seeds)
-    common = pa.index.intersection(pr.index)
-    pp = (
-        stats.per_problem_test(pa[common].to_numpy(), pr[common].to_numpy()).p_value
-        if len(common)
-        else np.nan
-    )
-    poi = stats.probability_of_improvement(mine.dropna().to_numpy(), ref.dropna().to_numpy())
-    return {"Δ pass@1 vs ref": cmp.diff, "p": cmp.p_value, "p per-problem": pp, "P(improve)": poi}
+    return t[(t["arm"] == arm) & (t["model"] == model) & (t["template"] == template)]
 
 
-def main_table(data: StudyData) -> Table:
-    """Final eval per arm × base model × template, with the paired contrast to the reference."""
-    ks = [k for k in m.eval_ks(data.history) if k > 1]
-    big = f"eval/pass_at_{max(ks)}" if ks else None
-    p1 = m.final_value(data.history, "eval/pass_at_1")
+def seeds_text(data: StudyData, cell: tuple[str, str, str]) -> str:
+    """'3/3' (headline seeds / planned), with diverged and failed counts when there are any."""
+    planned = _planned(data, cell)
+    diverged = int((planned["outcome"] == "diverged").sum())
+    used = int(planned["complete"].sum()) + diverged
+    text = f"{used}/{len(planned)}"
+    extra = [f"{diverged} diverged"] if diverged else []
+    lost = len(planned) - used
+    if lost:
+        extra.append(f"{lost} failed/missing")
+    return text + (f" ({', '.join(extra)})" if extra else "")
+
+
+# --- arm configuration -----------------------------------------------------------------------
+def config_table(data: StudyData) -> Table:
+    """What each arm is, next to the reference: the confounds a reader must see first."""
+    ref_name = data.reference_arm
+    ref = data.algorithm(ref_name)
+    per_step = m.tokens_per_step(data)
     rows = []
+    for arm in dict.fromkeys(data.trials["arm"]):
+        algo = data.algorithm(arm)
+        diff = confounds.differing_fields(algo, ref)
+        ids = data.trials[data.trials["arm"] == arm]["trial_id"]
+        tokens = per_step.reindex(ids).dropna()
+        rows.append(
+            {
+                "arm": arm,
+                "differs from reference": _diff_text(arm, algo, diff, data),
+                "updates / rollout": confounds.schedule(algo),
+                "KL": confounds.kl_setting(algo),
+                "dynamic sampling": "yes" if algo.dynamic_sampling else "no",
+                "gen. tokens / step": round(float(tokens.mean()), 1) if len(tokens) else None,
+            }
+        )
+    caption = (
+        f"Arms against the reference `{ref_name}`: the fields each arm changes (every one is a "
+        "possible cause of its contrast), its update schedule, KL term, dynamic sampling, and "
+        "measured generated tokens per RL step (mean over its trials, discarded samples included)."
+    )
+    return Table("configuration", caption, rows)
+
+
+def _diff_text(arm: str, algo, diff: list[str], data: StudyData) -> str:
+    if arm == data.reference_arm:
+        return "(reference)"
+    if arm in data.replicates:
+        return f"A/A replicate of {data.replicates[arm]} (independent seeds)"
+    return ", ".join(f"{f}={getattr(algo, f)!r}" for f in diff) or "nothing (same algorithm)"
+
+
+# --- headline --------------------------------------------------------------------------------
+def _contrast_cells(row: cx.ContrastRow | None, arm: str, data: StudyData) -> dict:
+    empty = {"Δ pass@1": None, "p (Holm)": None, "p sign-flip": None, "MDE 80%": None}
+    if row is None:
+        note = "reference" if arm == data.reference_arm else ""
+        if arm in data.replicates:
+            note = "A/A: see its table"
+        return {**empty, "Δ pass@1": note, "seeds needed": ""}
+    c = row.contrast
+    return {
+        "Δ pass@1": c.diff,
+        "p (Holm)": row.p_holm,
+        "p sign-flip": c.p_sign_flip,
+        "MDE 80%": row.mde,
+        "seeds needed": _needed_text(row),
+        SIGNIFICANT: row.significant,
+    }
+
+
+def _needed_text(row: cx.ContrastRow) -> str:
+    if row.n < stats.MIN_SEEDS or not finite(row.contrast.sd):
+        return ""
+    n = row.seeds_for_observed
+    return f"{n if n is not None else '> 1000'} for Δ"
+
+
+def main_table(data: StudyData, rows: list[cx.ContrastRow]) -> Table:
+    """Final eval pass@1 per arm × base model × template, its paired contrast to the reference
+    and the power of that contrast."""
+    by_cell = {(r.arm, r.model, r.template): r for r in rows}
+    p1 = m.headline(data, m.final_value(data.history, "eval/pass_at_1"))
+    effect = data.effect_of_interest
+    out = []
     for cell in m.cells(data):
         arm, model, template = cell
-        t = data.trials
-        planned = t[(t["arm"] == arm) & (t["model"] == model) & (t["template"] == template)]
-        est = _cell_estimate(data, p1, cell)
-        row = dict(arm=arm, model=model, template=template, N=f"{est.n}/{len(planned)}")
-        row["pass@1"] = est
-        row["IQM pass@1"] = stats.Estimate(*_iqm(data, p1, cell))
-        if big:
-            row[f"pass@{max(ks)}"] = _cell_estimate(data, m.final_value(data.history, big), cell)
-        row["pass@1 @ equal tokens"] = _cell_estimate(
-            data, at_equal_tokens(data, model, template), cell
-        )
-        row["acc / 1k tok"] = _cell_estimate(
-            data, m.final_value(data.history, "eval/acc_per_1k_tokens"), cell
-        )
-        row["gen. tokens"] = _cell_estimate(
-            data, m.final_value(data.history, "budget/generated_tokens"), cell
-        )
-        row.update(_contrast(data, cell, p1))
-        rows.append(row)
-    adjusted = stats.holm([r["p"] for r in rows])
-    for row, p in zip(rows, adjusted, strict=True):
-        row["p Holm"] = p
-    best = {
-        "pass@1",
-        "IQM pass@1",
-        "pass@1 @ equal tokens",
-        "acc / 1k tok",
-        *(f"pass@{k}" for k in ks),
-    }
+        row = {"arm": arm, "base · template": f"{model} · {template}"}
+        row["seeds"] = seeds_text(data, cell)
+        row["pass@1"] = seed_estimate(data, p1, cell, headline=True, bounds=UNIT)
+        row.update(_contrast_cells(by_cell.get(cell), arm, data))
+        contrast = by_cell.get(cell)
+        if effect and contrast is not None and contrast.n >= stats.MIN_SEEDS:
+            n = contrast.seeds_for_effect
+            row["seeds needed"] += f"; {n if n is not None else '> 1000'} for {effect:g}"
+        out.append(row)
+    m_family = max((r.family for r in rows), default=0)
     caption = (
-        "Final eval per arm: mean [95% stratified-bootstrap CI] over seeds, N = complete/"
-        "planned trials; Δ is paired over the seeds complete in both arms."
+        "Final eval pass@1: mean over seeds [95% Student-t interval]; seeds = seeds in the "
+        "headline / planned (diverged trials count as pass@1 = 0). Δ pass@1 = arm − reference, "
+        f"paired by seed [95% t interval]; p (Holm) = paired t-test, Holm-adjusted over the "
+        f"{m_family} contrasts of this table; p sign-flip = exact sign-flip test of the same "
+        "per-seed differences (robustness; needs 6 seeds to go below 0.05). MDE 80% = smallest "
+        f"|Δ| this many seeds detect with 80% power at α = 0.05/{max(m_family, 1)}, from the "
+        "observed SD of the paired differences (a few seeds underestimate it: read it as "
+        "optimistic). seeds needed = seeds for 80% power to detect the observed |Δ| (and the "
+        "study's effect of interest). Below 3 seeds: a mean only, no interval, test or mark."
     )
-    return Table("main", caption, rows, best, MARKS)
+    marks = {"*": f"Holm-adjusted paired t p < 0.05 over the table's {m_family} contrasts"}
+    return Table("main", caption, out, marks, contrast_column="Δ pass@1")
 
 
-def _iqm(data: StudyData, values: pd.Series, cell) -> tuple[float, float, float, int]:
-    est = stats.interval_estimate(m.by_seed(data, values, *cell).dropna().to_numpy(), "iqm")
-    return est.value, est.low, est.high, est.n
+def compute_table(data: StudyData, rows: list[cx.ContrastRow]) -> Table:
+    """The headline contrasts at equal generated tokens."""
+    out = []
+    for r in rows:
+        out.append(
+            {
+                "arm": r.arm,
+                "base · template": r.cell,
+                "tokens": round(r.tokens) if finite(r.tokens) else None,
+                "seeds": r.n,
+                "Δ pass@1 @ equal tokens": r.contrast.diff,
+                "p (Holm)": r.p_holm,
+                "p sign-flip": r.contrast.p_sign_flip,
+                "read as": r.note,
+                SIGNIFICANT: r.significant,
+            }
+        )
+    caption = (
+        "The contrasts at equal generated training tokens (dynamic sampling's discarded samples "
+        "included): eval pass@1 of every trial at the largest token count all trials of the cell "
+        "reached, paired by seed [95% t interval]; Holm over this table's contrasts."
+    )
+    marks = {"*": "Holm-adjusted paired t p < 0.05 over this table's contrasts"}
+    return Table("equal_tokens", caption, out, marks, contrast_column="Δ pass@1 @ equal tokens")
 
 
-DYNAMICS = {
-    "len. correct (eval)": ("eval/length_correct", "final"),
-    "len. incorrect (eval)": ("eval/length_incorrect", "final"),
-    "Δ len. incorrect (train)": ("length/incorrect_mean", "trend"),
-    "entropy (last ¼)": ("entropy/mean", "last"),
-    "Δ entropy": ("entropy/mean", "trend"),
-    "KL to ref": ("policy/kl_ref", "last"),
-    "clip frac low": ("policy/clip_frac_low", "all"),
-    "clip frac high": ("policy/clip_frac_high", "all"),
-    "token-ratio var": ("policy/ratio_var", "all"),
-    "seq-ratio var": ("policy/seq_ratio_var", "all"),
-    "extra gen. batches": ("budget/extra_gen_batches", "final"),
-    "step s": ("perf/step_seconds", "all"),
-    # PPO's critic: what it adds in time per step and in parameters (absent for group arms)
-    "critic s/step": ("perf/critic_seconds", "all"),
-    "critic params": ("budget/critic_params", "final"),
-}
+def aa_table(rows: list[cx.ContrastRow]) -> Table:
+    out = [
+        {
+            "replicate": r.arm,
+            "of": r.reference,
+            "base · template": r.cell,
+            "seeds": r.n,
+            "Δ pass@1": r.contrast.diff,
+            "p (Welch, Holm)": r.p_holm,
+            "check": "CALIBRATION FAILURE" if r.significant else "passed",
+            SIGNIFICANT: r.significant,
+        }
+        for r in rows
+    ]
+    caption = (
+        "A/A checks: an arm against its replicate (same algorithm, independent seed streams), "
+        "Welch's t-test, Holm over these rows. Any significant difference means the pipeline's "
+        "error rates are not what the report claims."
+    )
+    return Table("aa", caption, out, {"*": "Holm-adjusted Welch p < 0.05"}, "Δ pass@1")
 
 
-def _summary(data: StudyData, metric: str, how: str) -> pd.Series:
-    h = data.history
-    if how == "final":
-        return m.final_value(h, metric)
-    if how == "trend":
-        return m.trend(h, metric)
-    return m.window_mean(h, metric, 0.75 if how == "last" else 0.0, 1.0)
-
-
-def dynamics_table(data: StudyData) -> Table:
-    """Training dynamics per cell: lengths by correctness, entropy, KL, clipping, ratio variance,
-    generation compute (trend = last − first quarter of training)."""
-    present = set(data.history["metric"].unique())
-    columns = {k: v for k, v in DYNAMICS.items() if v[0] in present}
-    summaries = {k: _summary(data, *v) for k, v in columns.items()}
+# --- survivorship ----------------------------------------------------------------------------
+def survival_table(data: StudyData) -> Table:
     rows = []
     for cell in m.cells(data):
-        row = dict(arm=cell[0], model=cell[1], template=cell[2])
-        for name, values in summaries.items():
-            row[name] = _cell_estimate(data, values, cell)
-        rows.append(row)
-    return Table("dynamics", "Training dynamics: mean [95% CI] over complete seeds.", rows)
-
-
-def base_table(data: StudyData) -> Table:
-    """Base Pass@k per model × template with the signal fraction (pass@G − pass^G)."""
-    rows = []
-    p = data.passk
-    for _, r in p.iterrows() if len(p) else []:
-        row = dict(model=r["model"], template=r["template"], k=int(r["k"]))
-        row["pass@k"] = stats.Estimate(
-            r["pass_at_k"], r["ci_low"], r["ci_high"], int(r["n_problems"])
-        )
-        row["pass^k"] = float(r["pass_hat_k"])
-        row["signal"] = float(r["signal_fraction"])
-        row["flag"] = "no signal to amplify" if r["signal_fraction"] < 0.05 and r["k"] > 1 else ""
-        rows.append(row)
-    caption = "Base models before RL: pass@k [95% CI over problems], N = problems."
-    return Table("base", caption, rows)
-
-
-def claims_table(claims: pd.DataFrame) -> Table:
-    rows = []
-    for _, c in claims.iterrows():
-        est = stats.Estimate(c["value"], c["low"], c["high"], int(c["n"]))
+        planned = _planned(data, cell)
+        diverged = planned[planned["outcome"] == "diverged"]
+        steps = sorted(int(s) for s in diverged["diverged_step"].dropna())
         rows.append(
-            dict(
-                claim=c["id"],
-                statement=c["statement"],
-                statistic=c["statistic"],
-                estimate=est,
-                p=c["p_value"],
-                verdict=c["verdict"],
-                arms=c["arms"],
-                note=c["note"],
-            )
+            {
+                "arm": cell[0],
+                "base · template": f"{cell[1]} · {cell[2]}",
+                "planned": len(planned),
+                "finished": int(planned["complete"].sum()),
+                "diverged": len(diverged),
+                "diverged at step": ", ".join(map(str, steps)),
+                "failed": int((planned["outcome"] == "failed").sum()),
+                "missing / unfinished": int(
+                    (~planned["complete"] & ~planned["outcome"].isin(["diverged", "failed"])).sum()
+                ),
+            }
         )
-    return Table("claims", "The tutorial's claims tested on this study's data.", rows)
+    caption = f"Trials per arm: planned, finished, diverged, failed. Rule: {m.DIVERGED_RULE}."
+    return Table("survival", caption, rows)
 
 
 def incomplete_table(data: StudyData) -> Table:
@@ -216,10 +257,16 @@ def incomplete_table(data: StudyData) -> Table:
             template=r.template,
             seed=r.seed,
             status=r.status,
+            outcome=r.outcome,
             reason=r.reason,
         )
         for r in bad.itertuples()
     ]
-    return Table(
-        "incomplete", "Failed, diverged or missing trials (excluded from all statistics).", rows
+    caption = f"Trials that did not finish, with the reason. {m.DIVERGED_RULE[0].upper()}" + (
+        m.DIVERGED_RULE[1:] + "."
     )
+    return Table("incomplete", caption, rows)
+
+
+def finite(x: object) -> bool:
+    return isinstance(x, float | int | np.floating) and bool(np.isfinite(x))

@@ -1,0 +1,154 @@
+"""The report's contrasts: every compared arm against the reference arm, per base model ×
+template, with the seed as the unit of inference.
+
+- At equal steps: final eval pass@1 (diverged trials as 0, `measures.DIVERGED_RULE`), paired by
+  seed (common random numbers): paired t-test, exact sign-flip test as a robustness column.
+- At equal generated tokens: the same contrast at the token count every trial reached.
+- A/A: a replicate arm against the arm it replicates; independent seed streams, so Welch's t.
+Holm adjusts each family (one table's contrasts) together. Power: from the observed SD of the
+paired differences, at alpha / m for a family of m contrasts (Bonferroni: a conservative bound
+on Holm's first step).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+
+import numpy as np
+import pandas as pd
+
+from ablate.report import measures as m
+from ablate.report import stats
+from ablate.report.load import StudyData
+
+POWER = 0.8
+STEPS, TOKENS, AA = "equal steps", "equal tokens", "A/A"
+
+
+@dataclass(frozen=True)
+class ContrastRow:
+    arm: str
+    reference: str
+    model: str
+    template: str
+    kind: str
+    contrast: stats.Contrast
+    p_holm: float = float("nan")
+    family: int = 1
+    mde: float = float("nan")
+    seeds_for_observed: int | None = None
+    seeds_for_effect: int | None = None
+    tokens: float = float("nan")
+    note: str = ""
+
+    @property
+    def significant(self) -> bool:
+        return bool(np.isfinite(self.p_holm) and self.p_holm < stats.ALPHA)
+
+    @property
+    def n(self) -> int:
+        return self.contrast.n
+
+    @property
+    def cell(self) -> str:
+        return f"{self.model} · {self.template}"
+
+
+def _model_templates(data: StudyData) -> list[tuple[str, str]]:
+    return list(dict.fromkeys((model, t) for _, model, t in m.cells(data)))
+
+
+def _has_trials(data: StudyData, arm: str, model: str, template: str) -> bool:
+    t = data.trials
+    return bool(((t["arm"] == arm) & (t["model"] == model) & (t["template"] == template)).any())
+
+
+def _paired_rows(
+    data: StudyData, kind: str, values_for: Callable[[str, str], tuple[pd.Series, float, str]]
+) -> list[ContrastRow]:
+    ref, rows = data.reference_arm, []
+    for model, template in _model_templates(data):
+        if not _has_trials(data, ref, model, template):
+            continue
+        values, tokens, note = values_for(model, template)
+        r = m.by_seed(data, values, ref, model, template, with_diverged=True)
+        for arm in data.compared_arms:
+            if arm == ref or not _has_trials(data, arm, model, template):
+                continue
+            a = m.by_seed(data, values, arm, model, template, with_diverged=True)
+            c = stats.paired_contrast(*m.matched(a, r))
+            rows.append(ContrastRow(arm, ref, model, template, kind, c, tokens=tokens, note=note))
+    return rows
+
+
+def _final_pass_at_1(data: StudyData) -> Callable[[str, str], tuple[pd.Series, float, str]]:
+    values = m.headline(data, m.final_value(data.history, "eval/pass_at_1"))
+    return lambda model, template: (values, float("nan"), "final eval")
+
+
+def _at_tokens(data: StudyData) -> Callable[[str, str], tuple[pd.Series, float, str]]:
+    def values_for(model: str, template: str) -> tuple[pd.Series, float, str]:
+        values, tokens, how = m.at_equal_tokens(data, model, template)
+        return m.headline(data, values), tokens, how
+
+    return values_for
+
+
+def with_holm_and_power(rows: list[ContrastRow], effect: float | None) -> list[ContrastRow]:
+    """Holm over the family `rows`; power columns at alpha / m, m = the rows with a test (a
+    contrast under MIN_SEEDS seeds has none and does not count)."""
+    if not rows:
+        return rows
+    adjusted = stats.holm([r.contrast.p_value for r in rows])
+    tests = sum(np.isfinite(r.contrast.p_value) for r in rows)
+    alpha = stats.ALPHA / max(tests, 1)
+    out = []
+    for row, p in zip(rows, adjusted, strict=True):
+        c = row.contrast
+        observed = abs(c.diff.value)
+        out.append(
+            replace(
+                row,
+                p_holm=float(p),
+                family=tests,
+                mde=stats.mde_paired(c.sd, c.n, alpha=alpha, power=POWER),
+                seeds_for_observed=_needed(observed, c.sd, alpha),
+                seeds_for_effect=_needed(effect, c.sd, alpha) if effect else None,
+            )
+        )
+    return out
+
+
+def _needed(effect: float, sd: float, alpha: float) -> int | None:
+    if not (np.isfinite(effect) and np.isfinite(sd)) or effect == 0 or sd <= 0:
+        return None
+    return stats.seeds_needed(effect, sd, alpha=alpha, power=POWER)
+
+
+def headline_contrasts(data: StudyData) -> list[ContrastRow]:
+    """Every compared arm vs the reference at equal steps (final eval), one Holm family."""
+    rows = _paired_rows(data, STEPS, _final_pass_at_1(data))
+    return with_holm_and_power(rows, data.effect_of_interest)
+
+
+def token_contrasts(data: StudyData) -> list[ContrastRow]:
+    """The same contrasts at equal generated tokens, their own Holm family."""
+    rows = _paired_rows(data, TOKENS, _at_tokens(data))
+    return with_holm_and_power(rows, data.effect_of_interest)
+
+
+def replicate_contrasts(data: StudyData) -> list[ContrastRow]:
+    """Each A/A replicate against its original (Welch: the seed streams are independent);
+    their own Holm family. A significant row is a calibration failure."""
+    values = m.headline(data, m.final_value(data.history, "eval/pass_at_1"))
+    rows = []
+    for replicate, original in data.replicates.items():
+        for model, template in _model_templates(data):
+            if not _has_trials(data, replicate, model, template):
+                continue
+            a = m.by_seed(data, values, replicate, model, template, with_diverged=True)
+            b = m.by_seed(data, values, original, model, template, with_diverged=True)
+            c = stats.welch_contrast(a.dropna().to_numpy(), b.dropna().to_numpy())
+            rows.append(ContrastRow(replicate, original, model, template, AA, c))
+    return with_holm_and_power(rows, data.effect_of_interest)

@@ -1,0 +1,174 @@
+"""The report's opening: what was found, in sentences a reader could quote, then every caveat
+(confounds, survivorship, A/A calibration) that qualifies them."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+from ablate import confounds
+from ablate.report import contrasts as cx
+from ablate.report import measures as m
+from ablate.report import stats
+from ablate.report.load import StudyData
+
+TOKEN_RATIO_FLAG = 1.1  # an arm generating >10% more tokens per step than the reference
+
+
+def _f(x: float) -> str:
+    if not math.isfinite(x):
+        return "–"
+    return f"{x:+.1e}" if x != 0 and abs(x) < 1e-3 else f"{x:+.3f}"
+
+
+def _interval(e: stats.Estimate) -> str:
+    return f"[{_f(e.low)}, {_f(e.high)}]" if math.isfinite(e.low) else ""
+
+
+def contrast_sentence(r: cx.ContrastRow) -> str:
+    c, where = r.contrast, f"{r.arm} vs {r.reference} ({r.cell}, {r.kind})"
+    d = c.diff
+    if r.n < stats.MIN_SEEDS:
+        return (
+            f"{where}: Δ pass@1 = {_f(d.value)} over n={r.n} seeds: too few seeds for an "
+            f"interval or a test (needs {stats.MIN_SEEDS})."
+        )
+    head = f"{where}: Δ pass@1 = {_f(d.value)} {_interval(d)}, {r.n} seeds, {c.test}"
+    if r.significant:
+        return f"{head}, Holm p = {r.p_holm:.3g} — significant."
+    needed = r.seeds_for_observed
+    more = f"; {needed} seeds would detect the observed Δ" if needed else ""
+    return (
+        f"{head}, Holm p = {r.p_holm:.3g} — not significant; with {r.n} seeds the smallest "
+        f"effect detectable at 80% power is {abs(r.mde):.3f}{more}."
+    )
+
+
+def _token_disagreements(steps: list[cx.ContrastRow], tokens: list[cx.ContrastRow]) -> list[str]:
+    at_tokens = {(r.arm, r.model, r.template): r for r in tokens}
+    out = []
+    for r in steps:
+        t = at_tokens.get((r.arm, r.model, r.template))
+        if t is None or t.significant == r.significant:
+            continue
+        out.append(
+            f"{r.arm} vs {r.reference} ({r.cell}) is {'' if r.significant else 'not '}"
+            f"significant at equal steps but {'' if t.significant else 'not '}at equal generated "
+            f"tokens ({t.tokens:,.0f}): Δ = {_f(t.contrast.diff.value)} "
+            f"{_interval(t.contrast.diff)}, Holm p = {t.p_holm:.3g}."
+        )
+    return out
+
+
+def confound_caveats(data: StudyData) -> list[str]:
+    ref_name = data.reference_arm
+    ref = data.algorithm(ref_name)
+    per_step = m.tokens_per_step(data)
+    ref_tokens = per_step.reindex(data.trials[data.trials["arm"] == ref_name]["trial_id"]).mean()
+    out = []
+    for arm in data.compared_arms:
+        if arm == ref_name:
+            continue
+        algo = data.algorithm(arm)
+        diff = confounds.differing_fields(algo, ref)
+        groups = []
+        if set(confounds.SCHEDULE_FIELDS) & set(diff):
+            groups.append(
+                f"its update schedule ({confounds.schedule(algo)} vs {confounds.schedule(ref)})"
+            )
+        if set(confounds.KL_FIELDS) & set(diff):
+            groups.append(
+                f"its KL term ({confounds.kl_setting(algo)} vs {confounds.kl_setting(ref)})"
+            )
+        if groups:
+            out.append(
+                f"{arm} differs from {ref_name} in {' and '.join(groups)}: its contrast "
+                "measures that too."
+            )
+        if len(diff) > 1:
+            out.append(
+                f"{arm} differs from {ref_name} in {len(diff)} fields ({', '.join(diff)}): its "
+                "contrast cannot say which of them matters."
+            )
+        mine = per_step.reindex(data.trials[data.trials["arm"] == arm]["trial_id"]).mean()
+        if ref_tokens > 0 and mine / ref_tokens > TOKEN_RATIO_FLAG:
+            out.append(
+                f"{arm} generated {mine / ref_tokens:.2f}× the tokens per step of {ref_name}: "
+                "read its contrast at equal generated tokens too."
+            )
+    return out
+
+
+def survival_caveats(data: StudyData) -> list[str]:
+    out = []
+    t = data.trials
+    for arm, rows in t.groupby("arm", sort=False):
+        diverged = rows[rows["outcome"] == "diverged"]
+        failed = rows[rows["outcome"] == "failed"]
+        missing = rows[~rows["complete"] & ~rows["outcome"].isin(["diverged", "failed"])]
+        if len(diverged):
+            steps = ", ".join(str(int(s)) for s in diverged["diverged_step"].dropna())
+            out.append(
+                f"{len(diverged)} of {len(rows)} {arm} trials diverged"
+                + (f" (at step {steps})" if steps else "")
+                + "; by rule they count as pass@1 = 0 in the headline."
+            )
+        if len(failed) or len(missing):
+            out.append(
+                f"{arm}: {len(failed)} failed and {len(missing)} missing/unfinished of "
+                f"{len(rows)} planned trials are left out of every statistic (see 'incomplete')."
+            )
+    return out
+
+
+def aa_sentences(rows: list[cx.ContrastRow]) -> list[str]:
+    out = []
+    for r in rows:
+        d = r.contrast.diff
+        if r.n < stats.MIN_SEEDS:
+            out.append(f"A/A check {r.arm} vs {r.reference}: too few seeds (n={r.n}).")
+        elif r.significant:
+            out.append(
+                f"CALIBRATION FAILURE: the A/A replicates {r.arm} and {r.reference} differ "
+                f"(Δ = {_f(d.value)} {_interval(d)}, Welch Holm p = {r.p_holm:.3g}); the "
+                "report's error rates cannot be trusted for this study."
+            )
+        else:
+            out.append(
+                f"A/A check passed: {r.arm} vs {r.reference} Δ = {_f(d.value)} {_interval(d)}, "
+                f"Welch Holm p = {r.p_holm:.3g} over {r.n} seeds."
+            )
+    return out
+
+
+def claim_sentences(claims: pd.DataFrame) -> list[str]:
+    out = []
+    for _, c in claims.iterrows():
+        if c["verdict"] in ("supported", "contradicted"):
+            out.append(
+                f"Claim {c['id']} ({c['statement']}) is {c['verdict']} (Holm p = "
+                f"{c['p_holm']:.3g}, N = {int(c['n'])})."
+            )
+    return out
+
+
+def findings(
+    data: StudyData,
+    steps: list[cx.ContrastRow],
+    tokens: list[cx.ContrastRow],
+    aa: list[cx.ContrastRow],
+    claims: pd.DataFrame,
+) -> dict[str, list[str]]:
+    """Sections of sentences, in reading order; empty sections are dropped by the caller."""
+    significant = [contrast_sentence(r) for r in steps if r.significant]
+    rest = [contrast_sentence(r) for r in steps if not r.significant]
+    caveats = confound_caveats(data) + survival_caveats(data)
+    return {
+        "Significant after Holm": significant or ["No contrast is significant after Holm."],
+        "Not significant or not testable": rest,
+        "At equal generated tokens": _token_disagreements(steps, tokens),
+        "A/A calibration": aa_sentences(aa),
+        "Claims": claim_sentences(claims),
+        "Caveats": caveats,
+    }

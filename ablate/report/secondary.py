@@ -1,0 +1,158 @@
+"""Tables behind the headline: further measures, training dynamics, base models, templates and
+the claims. Every measure is defined in its table's caption."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from ablate.report import measures as m
+from ablate.report import stats
+from ablate.report.load import StudyData
+from ablate.report.tables import UNIT, Table, seed_estimate, seeds_text
+
+
+def measures_table(data: StudyData) -> Table:
+    """pass@k at the largest k, inference cost and sample efficiency per arm × cell."""
+    ks = [k for k in m.eval_ks(data.history) if k > 1]
+    big = max(ks) if ks else None
+    h = data.history
+    pass_k = m.headline(data, m.final_value(h, f"eval/pass_at_{big}")) if big else None
+    cost = m.final_value(h, "eval/tokens_per_correct")
+    efficiency = m.gain_per_million_tokens(data)
+    tokens = m.final_value(h, "budget/generated_tokens") / 1e6
+    rows = []
+    for cell in m.cells(data):
+        row = {"arm": cell[0], "base · template": f"{cell[1]} · {cell[2]}"}
+        row["seeds"] = seeds_text(data, cell)
+        if pass_k is not None:
+            row[f"pass@{big}"] = seed_estimate(data, pass_k, cell, headline=True, bounds=UNIT)
+        row["eval tokens / correct"] = seed_estimate(data, cost, cell)
+        row["Δpass@1 / M gen. tokens"] = seed_estimate(data, efficiency, cell)
+        row["gen. tokens (M)"] = seed_estimate(data, tokens, cell)
+        rows.append(row)
+    caption = (
+        "Further final measures, mean over seeds [95% t interval]. "
+        + (f"pass@{big}: unbiased pass@{big} of the final eval (diverged = 0). " if big else "")
+        + "eval tokens / correct: tokens generated in the final eval per correct answer "
+        "(inference cost; lower is cheaper, not better). Δpass@1 / M gen. tokens: final minus "
+        "step-0 eval pass@1 per million tokens generated in training, dynamic sampling's "
+        "discarded samples included (sample efficiency). gen. tokens (M): millions of tokens "
+        "generated in training. Finished trials only, except pass@k."
+    )
+    return Table("measures", caption, rows, compact=True)
+
+
+DYNAMICS = {
+    "len. correct (eval)": ("eval/length_correct", "final"),
+    "len. incorrect (eval)": ("eval/length_incorrect", "final"),
+    "Δ len. incorrect (train)": ("length/incorrect_mean", "trend"),
+    "entropy (last ¼)": ("entropy/mean", "last"),
+    "Δ entropy": ("entropy/mean", "trend"),
+    "KL to ref": ("policy/kl_ref", "last"),
+    "clip frac low": ("policy/clip_frac_low", "all"),
+    "clip frac high": ("policy/clip_frac_high", "all"),
+    "token-ratio var": ("policy/ratio_var", "all"),
+    "seq-ratio var": ("policy/seq_ratio_var", "all"),
+    "extra gen. batches": ("budget/extra_gen_batches", "final"),
+    "step s": ("perf/step_seconds", "all"),
+    # PPO's critic: what it adds in time per step and in parameters (absent for group arms)
+    "critic s/step": ("perf/critic_seconds", "all"),
+    "critic params": ("budget/critic_params", "final"),
+}
+
+
+def _summary(data: StudyData, metric: str, how: str) -> pd.Series:
+    h = data.history
+    if how == "final":
+        return m.final_value(h, metric)
+    if how == "trend":
+        return m.trend(h, metric)
+    return m.window_mean(h, metric, 0.75 if how == "last" else 0.0, 1.0)
+
+
+def dynamics_table(data: StudyData) -> Table:
+    present = set(data.history["metric"].unique())
+    columns = {k: v for k, v in DYNAMICS.items() if v[0] in present}
+    summaries = {k: _summary(data, *v) for k, v in columns.items()}
+    rows = []
+    for cell in m.cells(data):
+        row = {"arm": cell[0], "base · template": f"{cell[1]} · {cell[2]}"}
+        row["seeds"] = int(m.by_seed(data, pd.Series(dtype=float), *cell).size)
+        for name, values in summaries.items():
+            row[name] = seed_estimate(data, values, cell)
+        rows.append(row)
+    caption = (
+        "Training dynamics of finished trials, mean over seeds [95% t interval]. Training "
+        "metrics are over every sample generated in a step (before dynamic sampling's filter). "
+        "Δ = mean of the last quarter of training minus the first quarter; 'last ¼' = mean of the "
+        "last quarter; 'all' columns (clip fractions, ratio variances, step s) = mean over all "
+        "steps; len. = tokens per completion."
+    )
+    return Table("dynamics", caption, rows, compact=True)
+
+
+def base_table(data: StudyData) -> Table:
+    """Base Pass@k per model × template with the signal fraction (pass@G − pass^G)."""
+    rows = []
+    p = data.passk
+    for _, r in p.iterrows() if len(p) else []:
+        row = dict(model=r["model"], template=r["template"], k=int(r["k"]))
+        row["problems"] = int(r["n_problems"])
+        row["pass@k"] = stats.Estimate(
+            r["pass_at_k"], r["ci_low"], r["ci_high"], int(r["n_problems"])
+        )
+        row["pass^k"] = float(r["pass_hat_k"])
+        row["signal"] = float(r["signal_fraction"])
+        row["flag"] = "no signal to amplify" if r["signal_fraction"] < 0.05 and r["k"] > 1 else ""
+        rows.append(row)
+    caption = (
+        "Base models before RL: pass@k [95% CI over problems] (the problem is the unit: no "
+        "training, no seeds); pass^k = all k correct; signal = pass@k − pass^k, the share of "
+        "groups of k with unequal rewards (what GRPO can learn from)."
+    )
+    return Table("base", caption, rows)
+
+
+def templates_table(contrasts: pd.DataFrame) -> Table:
+    rows = contrasts.to_dict("records")
+    caption = (
+        "Template contrasts of base pass@1: each template against the model's first, Δ with a "
+        "normal 95% CI over problems, p Holm-adjusted across rows."
+    )
+    return Table("templates", caption, rows)
+
+
+def claims_table(claims: pd.DataFrame, name: str = "claims") -> Table:
+    rows = []
+    for _, c in claims.iterrows():
+        rows.append(
+            dict(
+                claim=c["id"],
+                statement=c["statement"],
+                statistic=c["statistic"],
+                n=int(c["n"]),
+                estimate=(
+                    stats.Estimate(c["value"], c["low"], c["high"], int(c["n"]))
+                    if name == "claims"
+                    else float(c["value"])
+                ),
+                p=c["p_value"],
+                **({"p (Holm)": c["p_holm"]} if name == "claims" else {}),
+                verdict=c["verdict"],
+                arms=c["arms"],
+                note=c["note"],
+            )
+        )
+    if name == "claims":
+        caption = (
+            "The tutorial's claims tested on this study's data (N = seeds unless stated). A "
+            "verdict is 'supported' when the Holm-adjusted p (over the claims tested here) is "
+            "< 0.05 with the estimate in the predicted direction, 'contradicted' when it is "
+            "< 0.05 in the opposite direction, otherwise 'inconclusive'; 'not tested' says why."
+        )
+    else:
+        caption = (
+            "Analytic: properties of the loss computed from the presets, true by construction "
+            "whatever the data; not empirical evidence."
+        )
+    return Table(name, caption, rows)

@@ -1,0 +1,240 @@
+"""The headline: seed-level contrasts with Holm and power, equal-token contrasts, A/A rows, the
+arm-configuration and survival tables, findings, and how numbers are printed — on in-memory
+studies whose numbers can be checked by hand."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+from scipy import stats as sps
+
+from ablate.presets import baseline
+from ablate.report import contrasts as cx
+from ablate.report import findings as fd
+from ablate.report import measures as m
+from ablate.report import render, stats, tables
+from ablate.report.build import build_tables
+from ablate.testing import study_data
+
+REF = dataclasses.replace(baseline("grpo"), kl_coef=0.0, minibatches=4)
+ALGOS = {
+    "grpo": REF,
+    "better": dataclasses.replace(REF, clip_high=0.28),
+    "noise": dataclasses.replace(REF, scale="none"),
+    "dapo": baseline("dapo"),
+    "grpo_again": REF,
+}
+BASE = [0.50, 0.52, 0.48, 0.51]
+LIFT = {
+    "grpo": [0, 0, 0, 0],
+    "better": [0.10, 0.11, 0.09, 0.10],
+    "noise": [0.02, -0.03, 0.01, -0.01],
+}
+
+
+def final(value: float) -> dict:
+    return {"eval/pass_at_1": {0: 0.5, 10: value}, "budget/generated_tokens": {10: 10_000}}
+
+
+def runs(arms=("grpo", "better", "noise"), model="m", seeds=range(4)):
+    return [(a, model, s, final(BASE[s] + LIFT[a][s])) for a in arms for s in seeds]
+
+
+@pytest.fixture
+def data():
+    return study_data(runs(), algorithms=ALGOS, reference="grpo")
+
+
+def test_paired_contrasts_by_hand_with_holm_over_the_table(data):
+    rows = {r.arm: r for r in cx.headline_contrasts(data)}
+    assert set(rows) == {"better", "noise"}
+    better, noise = rows["better"], rows["noise"]
+    assert better.contrast.diff.value == pytest.approx(0.10)
+    assert noise.contrast.diff.value == pytest.approx(-0.0025)
+    d = np.array(LIFT["noise"])
+    assert better.contrast.sd == pytest.approx(np.std(LIFT["better"], ddof=1))
+    p_b = sps.ttest_rel(np.add(BASE, LIFT["better"]), BASE).pvalue
+    p_n = sps.ttest_1samp(d, 0.0).pvalue
+    assert better.p_holm == pytest.approx(min(1, 2 * p_b))  # smallest p: times m = 2
+    assert noise.p_holm == pytest.approx(max(2 * p_b, p_n))
+    assert better.significant and not noise.significant
+    # power at alpha / m for the family of 2 contrasts
+    assert better.family == 2
+    assert better.mde == pytest.approx(stats.mde_paired(better.contrast.sd, 4, alpha=0.025))
+    assert better.mde != pytest.approx(stats.mde_paired(better.contrast.sd, 4, alpha=0.05))
+    assert noise.seeds_for_observed == stats.seeds_needed(0.0025, np.std(d, ddof=1), alpha=0.025)
+
+
+def test_a_diverged_trial_enters_the_headline_as_zero():
+    rs = (
+        runs(("grpo",))
+        + [("better", "m", s, final(BASE[s] + 0.1), "finished") for s in range(3)]
+        + [("better", "m", 3, {"eval/pass_at_1": {0: 0.5, 4: 0.6}}, "diverged")]
+    )
+    data = study_data(rs, algorithms=ALGOS, reference="grpo")
+    row = next(r for r in cx.headline_contrasts(data) if r.arm == "better")
+    expected = np.mean([0.1, 0.1, 0.1, -BASE[3]])  # the diverged seed: 0 - reference
+    assert row.n == 4 and row.contrast.diff.value == pytest.approx(expected)
+    main = tables.main_table(data, cx.headline_contrasts(data))
+    cell = next(r for r in main.rows if r["arm"] == "better")
+    assert cell["seeds"] == "4/4 (1 diverged)"
+    assert cell["pass@1"].value == pytest.approx(np.mean([*np.add(BASE[:3], 0.1), 0.0]))
+    survival = tables.survival_table(data).rows[1]
+    assert (survival["diverged"], survival["diverged at step"]) == (1, "4")
+
+
+def test_below_three_seeds_no_interval_no_test_and_no_power(data):
+    small = study_data(runs(seeds=range(2)), algorithms=ALGOS, reference="grpo")
+    rows = cx.headline_contrasts(small)
+    assert all(r.n == 2 and np.isnan(r.contrast.p_value) and np.isnan(r.mde) for r in rows)
+    main = render.to_markdown(tables.main_table(small, rows))
+    assert "n=2: too few seeds for an interval" in main and "[" not in main.split("|---|")[1]
+    assert "*" not in main.split("|---|")[1]
+
+
+def test_main_table_bolds_and_marks_only_what_is_significant_after_holm(data):
+    main = tables.main_table(data, cx.headline_contrasts(data))
+    text = render.to_markdown(main)
+    better = next(line for line in text.splitlines() if line.startswith("| better"))
+    noise = next(line for line in text.splitlines() if line.startswith("| noise"))
+    assert "**0.100 [" in better and "]** *" in better
+    assert "**" not in noise and " *" not in noise
+    assert text.count("**") == 2 + 2  # the caption's bold pair and one bold contrast cell
+    tex = render.to_latex(main)
+    assert tex.count(r"\textbf{") == 1 and "$^*$" in tex
+
+
+def test_equal_tokens_reads_the_eval_made_on_reaching_the_common_mark():
+    curves = [
+        {"eval/pass_at_1": {0: 0.5, 10: 0.6, 20: 0.7}, "eval/token_mark": {10: 2e4, 20: 4e4}},
+        {
+            "eval/pass_at_1": {0: 0.5, 8: 0.55, 16: 0.65, 24: 0.75},
+            "eval/token_mark": {8: 2e4, 16: 4e4, 24: 6e4},
+        },
+    ]
+    data = study_data(
+        [("grpo", "m", 0, curves[0]), ("better", "m", 0, curves[1])],
+        algorithms=ALGOS,
+        reference="grpo",
+    )
+    values, mark, how = m.at_equal_tokens(data, "m", "plain")
+    assert mark == 4e4 and "reaching" in how
+    assert values.to_dict() == pytest.approx({"t0": 0.7, "t1": 0.65})
+
+
+def test_equal_tokens_without_a_token_cadence_interpolates_and_says_so():
+    tok = "eval/budget_generated_tokens"
+    data = study_data(
+        [
+            ("grpo", "m", 0, {"eval/pass_at_1": {0: 0.4, 10: 0.6}, tok: {0: 0, 10: 1000}}),
+            ("better", "m", 0, {"eval/pass_at_1": {0: 0.4, 10: 0.8}, tok: {0: 0, 10: 2000}}),
+        ],
+        algorithms=ALGOS,
+        reference="grpo",
+    )
+    values, mark, how = m.at_equal_tokens(data, "m", "plain")
+    assert mark == 1000 and "interpolated" in how
+    assert values.to_dict() == pytest.approx({"t0": 0.6, "t1": 0.6})  # halfway: 0.4 + 0.2
+
+
+def test_configuration_table_shows_what_each_arm_changes_and_its_compute():
+    rs = runs(("grpo",)) + [
+        ("dapo", "m", s, {**final(0.5), "budget/generated_tokens": {10: 15_000}}) for s in range(4)
+    ]
+    data = study_data(rs, algorithms=ALGOS, reference="grpo")
+    rows = {r["arm"]: r for r in tables.config_table(data).rows}
+    assert rows["grpo"]["differs from reference"] == "(reference)"
+    dapo = rows["dapo"]
+    assert "clip_high=0.28" in dapo["differs from reference"]
+    assert "minibatches=16" in dapo["differs from reference"]
+    assert dapo["updates / rollout"].startswith("16 updates")
+    assert dapo["dynamic sampling"] == "yes"
+    assert (rows["grpo"]["gen. tokens / step"], dapo["gen. tokens / step"]) == (1000, 1500)
+    caveats = " ".join(fd.confound_caveats(data))
+    assert "update schedule" in caveats and "1.50× the tokens per step" in caveats
+
+
+def test_findings_state_effects_with_intervals_and_non_effects_with_their_mde(data):
+    found = fd.findings(data, cx.headline_contrasts(data), [], [], _no_claims())
+    significant = found["Significant after Holm"]
+    assert len(significant) == 1 and significant[0].startswith("better vs grpo")
+    assert "Δ pass@1 = +0.100 [" in significant[0] and "4 seeds" in significant[0]
+    (rest,) = found["Not significant or not testable"]
+    assert "noise vs grpo" in rest and "smallest effect detectable at 80% power" in rest
+
+
+def _no_claims():
+    import pandas as pd
+
+    return pd.DataFrame(columns=["id", "statement", "verdict", "p_holm", "n"])
+
+
+def test_aa_replicate_is_compared_by_welch_and_a_difference_is_a_calibration_failure():
+    independent = [0.49, 0.53, 0.50, 0.47]
+    same = runs(("grpo",)) + [("grpo_again", "m", s, final(independent[s])) for s in range(4)]
+    data = study_data(same, algorithms=ALGOS, reference="grpo", replicates={"grpo_again": "grpo"})
+    assert cx.headline_contrasts(data) == []  # a replicate is never a compared arm
+    (row,) = cx.replicate_contrasts(data)
+    assert row.contrast.test == "Welch t" and not row.significant
+    welch = sps.ttest_ind(independent, BASE, equal_var=False).pvalue
+    assert row.p_holm == pytest.approx(welch)
+    assert fd.aa_sentences([row])[0].startswith("A/A check passed")
+    shifted = runs(("grpo",)) + [("grpo_again", "m", s, final(BASE[s] + 0.2)) for s in range(4)]
+    bad = study_data(shifted, algorithms=ALGOS, reference="grpo", replicates={"grpo_again": "grpo"})
+    (row,) = cx.replicate_contrasts(bad)
+    assert row.significant and "CALIBRATION FAILURE" in fd.aa_sentences([row])[0]
+    assert tables.aa_table([row]).rows[0]["check"] == "CALIBRATION FAILURE"
+
+
+@pytest.mark.parametrize(
+    ("x", "text"),
+    [
+        (0.0004, "4.0e-04"),
+        (-0.00002, "-2.0e-05"),
+        (0.0, "0.000"),
+        (0.1234, "0.123"),
+        (12345.6, "12,346"),
+        (float("nan"), "–"),
+    ],
+)
+def test_numbers_never_print_as_a_bare_zero(x, text):
+    assert render._num(x) == text
+
+
+def test_whole_report_tables_from_memory(data):
+    built = build_tables(data)
+    names = [t.name for t in built.tables]
+    assert names[:3] == ["configuration", "main", "equal_tokens"]
+    assert "aa" not in names  # no replicate arm in this study
+    assert built.findings["Significant after Holm"][0].startswith("better vs grpo")
+
+
+def test_curve_bands_are_the_t_interval_clipped_to_the_measure_range_and_need_three_seeds():
+    import pandas as pd
+
+    from ablate.report.figures import _band
+
+    wide = pd.DataFrame({0: [0.90, 0.2], 1: [0.99, 0.3], 2: [0.97, None]}, index=[10, 20])
+    mean, low, high = _band(wide, (0.0, 1.0))
+    t = stats.t_interval(np.array([0.90, 0.99, 0.97]))
+    assert mean[0] == pytest.approx(t.value) and low[0] == pytest.approx(t.low)
+    assert t.high > 1 and high[0] == 1.0  # clipped to the range of pass@1
+    assert np.isnan(low[1]) and np.isnan(high[1])  # step 20 has 2 seeds: no band
+
+
+def test_pass_intervals_are_clipped_to_0_1_and_small_n_is_compact_in_secondary_tables():
+    from ablate.report import secondary
+
+    high = [0.90, 0.99, 0.97]
+    rs = [("grpo", "m", s, final(high[s])) for s in range(3)]
+    rs += [("better", "m", s, final(0.5)) for s in range(2)]
+    data = study_data(rs, algorithms=ALGOS, reference="grpo")
+    main = tables.main_table(data, cx.headline_contrasts(data))
+    grpo = main.rows[0]["pass@1"]
+    assert stats.t_interval(np.array(high)).high > 1 and grpo.high == 1.0
+    measures = render.to_markdown(secondary.measures_table(data))
+    better = next(line for line in measures.splitlines() if line.startswith("| better"))
+    assert "(n=2)" in better and "too few" not in better
+    assert "(n=k): only k < 3 seeds, too few for an interval" in measures
