@@ -238,3 +238,28 @@ def test_pass_intervals_are_clipped_to_0_1_and_small_n_is_compact_in_secondary_t
     better = next(line for line in measures.splitlines() if line.startswith("| better"))
     assert "(n=2)" in better and "too few" not in better
     assert "(n=k): only k < 3 seeds, too few for an interval" in measures
+
+
+def test_tiny_p_values_keep_their_digits_and_zero_signal_prints_as_zero():
+    import pandas as pd
+
+    from ablate.report import secondary
+
+    assert render._num(1.1e-94) == "1.1e-94"
+    passk = pd.DataFrame(
+        dict(
+            model="m",
+            template="plain",
+            k=1,
+            pass_at_k=0.5,
+            ci_low=0.4,
+            ci_high=0.6,
+            n_problems=64,
+            pass_hat_k=0.5,
+            signal_fraction=-2.3e-17,
+        ),
+        index=[0],
+    )
+    data = study_data([], algorithms=ALGOS, reference="grpo", passk=passk)
+    row = secondary.base_table(data).rows[0]
+    assert render._text(row["signal"]) == "0.000"

@@ -18,9 +18,7 @@ def _num(x: float | None, digits: int = 3) -> str:
     if x is None or (isinstance(x, float) and not math.isfinite(x)):
         return "–"
     x = float(x)
-    if abs(x) < 1e-12:  # rounding noise of an exact zero (e.g. pass@1 - pass^1)
-        return f"{0:.{digits}f}"
-    if abs(x) < 10 ** (-digits):
+    if x != 0 and abs(x) < 10 ** (-digits):
         return f"{x:.1e}"
     if abs(x) >= 1000:
         return f"{x:,.0f}"

@@ -102,7 +102,8 @@ def base_table(data: StudyData) -> Table:
             r["pass_at_k"], r["ci_low"], r["ci_high"], int(r["n_problems"])
         )
         row["pass^k"] = float(r["pass_hat_k"])
-        row["signal"] = float(r["signal_fraction"])
+        # pass@k − pass^k: at k = 1 a difference of equal numbers, so round off float noise
+        row["signal"] = round(float(r["signal_fraction"]), 12) + 0.0  # and -0.0 to 0.0
         row["flag"] = "no signal to amplify" if r["signal_fraction"] < 0.05 and r["k"] > 1 else ""
         rows.append(row)
     caption = (
