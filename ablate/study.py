@@ -281,6 +281,7 @@ class Study:
 
     def trials(self) -> list[Trial]:
         algos = {a.name: a.algorithm for a in self.arms}
+        replicates = {a.name for a in self.arms if a.replicate_of}
         return [
             Trial(
                 arm_name,
@@ -298,7 +299,7 @@ class Study:
                     study=self.name,
                     engine=self.engine,
                     device=self.device,
-                    replicate=arm_name if self.arm(arm_name).replicate_of else "",
+                    replicate=arm_name if arm_name in replicates else "",
                 ),
             )
             for arm_name, model, template, seed in self.cells()

@@ -71,9 +71,6 @@ def _replicate_problems(study: Study) -> list[str]:
     ref = names.get(study.reference_arm) if study.arms else None
     if ref is not None and ref.replicate_of is not None:
         out.append(f"the reference arm {ref.name!r} must not be a replicate")
-    e = study.effect_of_interest
-    if e is not None and not (isinstance(e, int | float) and 0 < e <= 1):
-        out.append(f"effect_of_interest={e!r} must be a Δ pass@1 in (0, 1], e.g. 0.02")
     return out
 
 
@@ -156,6 +153,9 @@ def _setting_problems(study: Study) -> list[str]:
         out.append(f"checkpoint_every={study.checkpoint_every} must be >= 0")
     if study.engine not in ("hf", "vllm"):
         out.append(f"engine={study.engine!r} must be 'hf' or 'vllm'")
+    e = study.effect_of_interest
+    if e is not None and not (isinstance(e, int | float) and 0 < e <= 1):
+        out.append(f"effect_of_interest={e!r} must be a Δ pass@1 in (0, 1], e.g. 0.02")
     return out
 
 

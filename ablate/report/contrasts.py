@@ -113,17 +113,11 @@ def with_holm_and_power(rows: list[ContrastRow], effect: float | None) -> list[C
                 p_holm=float(p),
                 family=tests,
                 mde=stats.mde_paired(c.sd, c.n, alpha=alpha, power=POWER),
-                seeds_for_observed=_needed(observed, c.sd, alpha),
-                seeds_for_effect=_needed(effect, c.sd, alpha) if effect else None,
+                seeds_for_observed=stats.seeds_needed(observed, c.sd, alpha, POWER),
+                seeds_for_effect=stats.seeds_needed(effect, c.sd, alpha, POWER) if effect else None,
             )
         )
     return out
-
-
-def _needed(effect: float, sd: float, alpha: float) -> int | None:
-    if not (np.isfinite(effect) and np.isfinite(sd)) or effect == 0 or sd <= 0:
-        return None
-    return stats.seeds_needed(effect, sd, alpha=alpha, power=POWER)
 
 
 def headline_contrasts(data: StudyData) -> list[ContrastRow]:

@@ -77,11 +77,8 @@ def _learning(data: StudyData, ax) -> bool:
 def _learning_by_tokens(data: StudyData, ax) -> bool:
     """Every finished trial's eval pass@1 against the tokens it had generated (one thin line per
     seed): what each arm bought with its compute, without averaging over unequal x."""
-    done = data.complete()["trial_id"]
-    acc = m.curve(data.history, "eval/pass_at_1")
-    tok = m.curve(data.history, "eval/budget_generated_tokens")
-    joined = acc.merge(tok, on=["trial_id", "step"], suffixes=("", "_tok"))
-    joined = joined[joined["trial_id"].isin(done)]
+    joined = m.eval_by_tokens(data.history)
+    joined = joined[joined["trial_id"].isin(data.complete()["trial_id"])]
     if not len(joined):
         return False
     cells = data.trials.set_index("trial_id")[["arm", "model", "template"]]
@@ -89,9 +86,7 @@ def _learning_by_tokens(data: StudyData, ax) -> bool:
     for trial_id, curve in joined.groupby("trial_id", sort=False):
         key = tuple(cells.loc[trial_id])
         label = None if key in colors else " · ".join(key)
-        line = ax.plot(
-            curve["value_tok"], curve["value"], lw=0.8, color=colors.get(key), label=label
-        )
+        line = ax.plot(curve["tokens"], curve["value"], lw=0.8, color=colors.get(key), label=label)
         colors.setdefault(key, line[0].get_color())
     ax.set(xlabel="generated training tokens", ylabel="eval pass@1", title="pass@1 vs compute")
     return True

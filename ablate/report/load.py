@@ -20,6 +20,7 @@ import hashlib
 import json
 import re
 import tempfile
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -80,8 +81,6 @@ def _is_nan(value: object) -> bool:
 
 
 def _algorithm_from(values: dict) -> Algorithm:
-    import warnings
-
     names = {f.name for f in dataclasses.fields(Algorithm)}
     clean = {k: (v.item() if hasattr(v, "item") else v) for k, v in values.items() if k in names}
     with warnings.catch_warnings():

@@ -54,12 +54,6 @@ DIVERGED_RULE = (
 )
 
 
-def headline_ids(data: StudyData) -> pd.Series:
-    """trial ids of the headline: finished and diverged trials."""
-    t = data.trials
-    return t[t["complete"] | (t["outcome"] == "diverged")]["trial_id"]
-
-
 def headline(data: StudyData, values: pd.Series) -> pd.Series:
     """`values` (an eval pass@k per trial) with every diverged trial set to 0 (DIVERGED_RULE)."""
     out = values.astype(float).copy()
@@ -105,6 +99,13 @@ def eval_ks(history: pd.DataFrame) -> list[int]:
     return sorted(ks)
 
 
+def eval_by_tokens(history: pd.DataFrame) -> pd.DataFrame:
+    """trial_id, step, value (eval pass@1), tokens (generated training tokens at that eval)."""
+    acc = curve(history, "eval/pass_at_1")
+    tok = curve(history, "eval/budget_generated_tokens").rename(columns={"value": "tokens"})
+    return acc.merge(tok, on=["trial_id", "step"])
+
+
 def _cell_ids(data: StudyData, model: str, template: str) -> pd.Series:
     t = data.complete()
     return t[(t["model"] == model) & (t["template"] == template)]["trial_id"]
@@ -126,13 +127,13 @@ def at_equal_tokens(data: StudyData, model: str, template: str) -> tuple[pd.Seri
         at = acc.merge(first.rename("at").reset_index(), on="trial_id")
         values = at[at["step"] == at["at"]].set_index("trial_id")["value"]
         return values, mark, "eval made on reaching the mark"
-    tok = curve(data.history, "eval/budget_generated_tokens")
-    joined = acc.merge(tok, on=["trial_id", "step"], suffixes=("", "_tok"))
+    joined = eval_by_tokens(data.history)
+    joined = joined[joined["trial_id"].isin(ids)]
     if not len(joined):
         return pd.Series(dtype=float), float("nan"), "no evals"
-    budget = float(joined.groupby("trial_id")["value_tok"].max().min())
-    values = joined.groupby("trial_id")[["value_tok", "value"]].apply(
-        lambda g: float(np.interp(budget, g["value_tok"], g["value"]))
+    budget = float(joined.groupby("trial_id")["tokens"].max().min())
+    values = joined.groupby("trial_id")[["tokens", "value"]].apply(
+        lambda g: float(np.interp(budget, g["tokens"], g["value"]))
     )
     return values, budget, "interpolated between evals (no token eval cadence)"
 

@@ -67,9 +67,7 @@ def _sd_upper(sd: float, n: int) -> float:
 
 
 def _needed(effect: float | None, sd: float, alpha: float) -> int | None:
-    if not effect or not math.isfinite(sd) or sd <= 0:
-        return None
-    return stats.seeds_needed(abs(effect), sd, alpha=alpha, power=0.8)
+    return stats.seeds_needed(abs(effect), sd, alpha, 0.8) if effect else None
 
 
 def plan_rows(study: Study, pilot: pd.DataFrame, effect: float | None) -> list[PlanRow]:
@@ -102,7 +100,7 @@ def plan_rows(study: Study, pilot: pd.DataFrame, effect: float | None) -> list[P
                 sd_upper=upper,
                 for_effect=_needed(effect, sd, alpha),
                 for_effect_upper=_needed(effect, upper, alpha),
-                for_delta=_needed(delta if math.isfinite(delta) else None, sd, alpha),
+                for_delta=_needed(delta, sd, alpha),
             )
         )
     return rows

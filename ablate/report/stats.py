@@ -21,7 +21,6 @@ import numpy as np
 from scipy import optimize
 from scipy import stats as sps
 
-REPS = 2000  # bootstrap resamples (rliable recommends >= 2000)
 CONFIDENCE = 0.95
 ALPHA = 0.05
 MIN_SEEDS = 3  # below this: a mean only, never an interval, a p-value or a mark

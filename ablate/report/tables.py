@@ -129,16 +129,20 @@ def _contrast_cells(row: cx.ContrastRow | None, arm: str, data: StudyData) -> di
         "p (Holm)": row.p_holm,
         "p sign-flip": c.p_sign_flip,
         "MDE 80%": row.mde,
-        "seeds needed": _needed_text(row),
+        "seeds needed": _needed_text(row, data.effect_of_interest),
         SIGNIFICANT: row.significant,
     }
 
 
-def _needed_text(row: cx.ContrastRow) -> str:
+def _needed_text(row: cx.ContrastRow, effect: float | None) -> str:
     if row.n < stats.MIN_SEEDS or not finite(row.contrast.sd):
         return ""
-    n = row.seeds_for_observed
-    return f"{n if n is not None else '> 1000'} for Δ"
+
+    def count(n: int | None) -> str:
+        return str(n) if n is not None else "> 1000"
+
+    text = f"{count(row.seeds_for_observed)} for Δ"
+    return text + (f"; {count(row.seeds_for_effect)} for {effect:g}" if effect else "")
 
 
 def main_table(data: StudyData, rows: list[cx.ContrastRow]) -> Table:
@@ -146,7 +150,6 @@ def main_table(data: StudyData, rows: list[cx.ContrastRow]) -> Table:
     and the power of that contrast."""
     by_cell = {(r.arm, r.model, r.template): r for r in rows}
     p1 = m.headline(data, m.final_value(data.history, "eval/pass_at_1"))
-    effect = data.effect_of_interest
     out = []
     for cell in m.cells(data):
         arm, model, template = cell
@@ -154,10 +157,6 @@ def main_table(data: StudyData, rows: list[cx.ContrastRow]) -> Table:
         row["seeds"] = seeds_text(data, cell)
         row["pass@1"] = seed_estimate(data, p1, cell, headline=True, bounds=UNIT)
         row.update(_contrast_cells(by_cell.get(cell), arm, data))
-        contrast = by_cell.get(cell)
-        if effect and contrast is not None and contrast.n >= stats.MIN_SEEDS:
-            n = contrast.seeds_for_effect
-            row["seeds needed"] += f"; {n if n is not None else '> 1000'} for {effect:g}"
         out.append(row)
     m_family = max((r.family for r in rows), default=0)
     caption = (
@@ -262,9 +261,7 @@ def incomplete_table(data: StudyData) -> Table:
         )
         for r in bad.itertuples()
     ]
-    caption = f"Trials that did not finish, with the reason. {m.DIVERGED_RULE[0].upper()}" + (
-        m.DIVERGED_RULE[1:] + "."
-    )
+    caption = f"Trials that did not finish, with the reason. Rule: {m.DIVERGED_RULE}."
     return Table("incomplete", caption, rows)
 
 
