@@ -46,22 +46,25 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point: user errors print as one line, never a traceback."""
     warnings.showwarning = _show_warning
     try:
-        app(args=argv, standalone_mode=False)
+        code = app(args=argv, standalone_mode=False)
     except AblateError as exc:
         typer.secho(f"error: {exc}", fg=typer.colors.RED, err=True)
         return 2
     except KeyboardInterrupt:
         typer.secho("interrupted", err=True)
         return 130
+    except typer.Exit as exc:
+        return exc.exit_code
     except SystemExit as exc:
-        return int(exc.code or 0)
+        return exc.code if isinstance(exc.code, int) else int(exc.code is not None)
     except Exception as exc:
         # usage errors from the click that typer bundles (typer._click): shown, not a traceback
         if hasattr(exc, "show") and isinstance(getattr(exc, "exit_code", None), int):
             exc.show()
             return exc.exit_code
         raise
-    return 0
+    # without standalone mode, click hands back a command's `typer.Exit(code)` as its result
+    return code if isinstance(code, int) else 0
 
 
 if __name__ == "__main__":

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ablate.errors import ConfigError
+from ablate.lease import file_lock
 from ablate.runner import RunHooks, TrialOutcome, results_paths
 from ablate.study import Study, Trial
 
@@ -71,10 +72,14 @@ def run_worker(
     """Set up (once per study, whoever comes first), then run WAITING trials until none is
     left; returns the outcomes of the trials this worker ran or skipped."""
     from ablate import tracking
+    from ablate.preflight import preflight_study
+    from ablate.runner import identified_trials
 
     hooks = hooks or RunHooks()
-    optuna_study = prepare(study, config)
-    trials = {t.id: t for t in study.trials()}
+    preflight_study(study, config.results_dir)  # every input checked before anything is written
+    identified = identified_trials(study)
+    optuna_study = prepare(study, config, identified)
+    trials = {t.id: t for t in identified}
     study_dir = results_paths(config.results_dir, study)["study"]
     # One handle for the status checks: opening an MLflow client costs ~0.6 s.
     parent = tracking.MLflowStudy(config.tracking_uri, study.name)
@@ -88,12 +93,13 @@ def run_worker(
     return outcomes
 
 
-def prepare(study: Study, config: WorkerConfig) -> optuna.Study:
+def prepare(study: Study, config: WorkerConfig, trials: list[Trial] | None = None) -> optuna.Study:
     """Under the study's lock: storage tables, the Optuna study, the MLflow store and parent
     run, and one WAITING trial per ablate trial not enqueued before (by anyone)."""
     import optuna
 
     from ablate import tracking
+    from ablate.runner import identified_trials
 
     with study_lock(config.storage, study.name), warnings.catch_warnings():
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
@@ -115,7 +121,7 @@ def prepare(study: Study, config: WorkerConfig) -> optuna.Study:
                 {"ablate.reference_arm": study.reference_arm, **tracking.environment_tags()}
             )
             optuna_study.set_user_attr("ablate_parent_run_id", parent.run_id)
-        enqueue_missing(optuna_study, study.trials())
+        enqueue_missing(optuna_study, identified_trials(study) if trials is None else trials)
     return optuna_study
 
 
@@ -149,7 +155,7 @@ def study_lock(storage_url: str, study_name: str) -> Iterator[None]:
         with _advisory_lock(storage_url, study_name):
             yield
     elif storage_url.startswith("sqlite:///"):
-        with _file_lock(Path(storage_url[len("sqlite:///") :]).with_suffix(".lock")):
+        with file_lock(Path(storage_url[len("sqlite:///") :]).with_suffix(".lock")):
             yield
     else:
         raise ConfigError(
@@ -176,19 +182,6 @@ def _advisory_lock(url: str, name: str) -> Iterator[None]:
                 conn.commit()
     finally:
         engine.dispose()
-
-
-@contextlib.contextmanager
-def _file_lock(path: Path) -> Iterator[None]:
-    import fcntl
-
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def claim_waiting(optuna_study: optuna.Study) -> optuna.trial.FrozenTrial | None:

@@ -29,6 +29,11 @@ class DivergedError(AblateError, FloatingPointError):
         self.quantity = quantity
 
 
+class StoreError(AblateError, RuntimeError):
+    """The results store (MLflow database or server, results folder) cannot be written: the
+    study stops, and a rerun once it is fixed resumes where it stopped."""
+
+
 class AblateWarning(UserWarning):
     """A legal but questionable setting; the CLI prints it as one line."""
 

@@ -1,22 +1,28 @@
-"""Run a study: the Pass@G phase (cached), then every trial not yet FINISHED, locally in one or
-N processes. Resume is free: finished trials are skipped, killed ones continue from their last
-checkpoint in the same MLflow run; a failed trial is recorded with its reason and the rest go on.
+"""Run a study: preflight, the Pass@G phase (cached), then every trial not yet FINISHED, locally
+in one or N processes. Resume is free: finished trials are skipped, killed ones continue from
+their last checkpoint in the same MLflow run, logging each (metric, step) exactly once; a failed
+trial is recorded with its reason and the rest go on; any number of runners may share one
+results folder or tracking store (trial leases).
 """
 
 from __future__ import annotations
 
-import hashlib
+import contextlib
+import dataclasses
+import errno
 import json
-import os
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ablate.errors import StoreError
 from ablate.study import Study, Trial
 
 TrialStart = Callable[[Trial, int, int], None]
+#: How a trial skipped because another runner holds its lease is described.
+LEASED_ELSEWHERE = "being trained by another runner"
 StepHook = Callable[[int, int, dict[str, float]], None]
 
 
@@ -56,36 +62,97 @@ def run_study(
     tracking_uri: str | None = None,
     hooks: RunHooks | None = None,
 ) -> list[TrialOutcome]:
-    """Pass@G phase, then the trials; returns one outcome per trial of the study."""
+    """Preflight, Pass@G phase, then the trials; returns one outcome per trial of the study.
+    Any number of runners (and workers) may share the results folder: each trial is trained
+    by one of them (`ablate.lease`), the others skip it."""
     from ablate import tracking
+    from ablate.passk import passk_phase
+    from ablate.preflight import preflight_study
 
     hooks = hooks or RunHooks()
     paths = results_paths(results_dir, study)
+    preflight_study(study, paths["root"])  # every input checked before anything is written
+    trials = identified_trials(study)
     uri = tracking_uri or tracking.default_tracking_uri(paths["root"])
-    tracking.init_store(uri)  # before any fan-out: sqlite races on schema creation
-    parent = tracking.MLflowStudy(uri, study.name)
-    parent.set_tags({"ablate.reference_arm": study.reference_arm, **tracking.environment_tags()})
-    if study.passk is not None:
-        _notify(hooks.on_phase, "passk")
-        table = passk_phase(study, paths["passk"], hooks.on_passk)
-        csv = paths["study"] / "passk.csv"
-        csv.parent.mkdir(parents=True, exist_ok=True)
-        table.to_csv(csv, index=False)
-        parent.log_artifact(csv)
-    _notify(hooks.on_phase, "trials")
-    statuses = parent.trial_status()
-    trials = study.trials()
-    todo = [t for t in trials if statuses.get(t.id) != "FINISHED"]
-    skipped = [_outcome(t, "skipped", "already FINISHED") for t in trials if t not in todo]
-    if workers <= 1:
-        done = [
-            run_trial(study, t, uri, paths["study"], hooks, i, len(todo))
-            for i, t in enumerate(todo)
-        ]
-    else:
-        done = _run_parallel(study, todo, uri, paths["study"], workers, hooks)
-    parent.close("FINISHED")
+    with store_errors(), setup_lock(paths["root"]):  # one migration and parent, whoever races
+        tracking.init_store(uri)
+        parent = tracking.MLflowStudy(uri, study.name)
+    with store_errors(), _parent_closed_on_error(parent):
+        tags = {"ablate.reference_arm": study.reference_arm, **tracking.environment_tags()}
+        parent.set_tags(tags)
+        if study.passk is not None:
+            _notify(hooks.on_phase, "passk")
+            table = passk_phase(study, paths["passk"], hooks.on_passk)  # cached per cell
+            csv = paths["study"] / "passk.csv"
+            csv.parent.mkdir(parents=True, exist_ok=True)
+            table.to_csv(csv, index=False)
+            parent.log_artifact(csv)
+        _notify(hooks.on_phase, "trials")
+        statuses = parent.trial_status()
+        todo = [t for t in trials if statuses.get(t.id) != "FINISHED"]
+        skipped = [_outcome(t, "skipped", "already FINISHED") for t in trials if t not in todo]
+        if workers <= 1:
+            done = [
+                run_trial(study, t, uri, paths["study"], hooks, i, len(todo))
+                for i, t in enumerate(todo)
+            ]
+        else:
+            done = _run_parallel(study, todo, uri, paths["study"], workers, hooks)
+        _close_parent(parent, done)
     return skipped + done
+
+
+def _close_parent(parent, outcomes: list[TrialOutcome]) -> None:
+    """FINISHED, unless a trial this runner skipped is still being trained by another runner:
+    that runner closes it when it is done."""
+    elsewhere = {o.trial_id for o in outcomes if o.message.startswith(LEASED_ELSEWHERE)}
+    statuses = parent.trial_status() if elsewhere else {}
+    if all(statuses.get(trial_id) == "FINISHED" for trial_id in elsewhere):
+        parent.close("FINISHED")
+
+
+@contextlib.contextmanager
+def store_errors(trial: Trial | None = None) -> Iterator[None]:
+    """A failure of the results store (database, tracking server, disk) as one `StoreError`."""
+    try:
+        yield
+    except Exception as exc:
+        if isinstance(exc, StoreError) or not _is_store_failure(exc):
+            raise
+        raise _store_error(exc, trial) from exc
+
+
+def identified_trials(study: Study) -> list[Trial]:
+    """The study's trials with each base model's weights hash in their spec (and so in their
+    id): a model rebuilt under the same name is a different trial, never a resumed one."""
+    from ablate.models import weights_hash
+
+    hashes = {m: weights_hash(m) for m in dict.fromkeys(t.spec.model for t in study.trials())}
+    return [
+        Trial(t.arm, dataclasses.replace(t.spec, model_weights=hashes[t.spec.model]))
+        for t in study.trials()
+    ]
+
+
+@contextlib.contextmanager
+def setup_lock(root: Path) -> Iterator[None]:
+    """Exclusive among the processes of this machine sharing the results folder `root`."""
+    from ablate.lease import file_lock
+
+    with file_lock(Path(root) / ".setup.lock"):
+        yield
+
+
+@contextlib.contextmanager
+def _parent_closed_on_error(parent) -> Iterator[None]:
+    """A study that stops early never leaves its parent run RUNNING (if the store can say so)."""
+    try:
+        yield
+    except BaseException as exc:
+        status = "KILLED" if isinstance(exc, KeyboardInterrupt) else "FAILED"
+        with contextlib.suppress(Exception):
+            parent.close(status)
+        raise
 
 
 def _notify(hook, *args) -> None:
@@ -108,6 +175,7 @@ def trial_tags(study: Study, trial: Trial) -> dict[str, str]:
         "ablate.trial_id": trial.id,
         "ablate.seed": str(s.seed),
         "ablate.model": s.model,
+        "ablate.model_weights": s.model_weights,
         "ablate.template": s.template,
         "ablate.task": s.task,
         "ablate.budget": json.dumps(s.budget.__dict__, sort_keys=True),
@@ -119,33 +187,88 @@ def trial_tags(study: Study, trial: Trial) -> dict[str, str]:
 def run_trial(
     study: Study, trial: Trial, uri: str, study_dir: Path, hooks: RunHooks, index: int, total: int
 ) -> TrialOutcome:
-    """Train one trial into its MLflow child run; any failure is recorded, never raised."""
+    """Train one trial into its MLflow child run under the trial's lease. A trial another
+    runner holds is skipped; a failure of the trial is recorded, never raised; a results store
+    that cannot be written stops the study (`StoreError`), leaving the trial to resume."""
+    from ablate.lease import LeaseStore, TrialLease, lease_url
+
+    with store_errors(trial):
+        store = LeaseStore(lease_url(uri, Path(study_dir).parent))
+        lease = TrialLease(store, f"{study.name}/{trial.id}")
+        holder = lease.acquire()
+    if holder is not None:
+        out = _outcome(trial, "skipped", f"{LEASED_ELSEWHERE} ({holder})")
+    else:
+        try:
+            out = _run_leased(study, trial, uri, study_dir, hooks, (index, total), lease)
+        finally:
+            lease.release()
+    _notify(hooks.on_trial_end, out)
+    return out
+
+
+def _run_leased(study, trial, uri, study_dir, hooks, position, lease) -> TrialOutcome:
     from ablate import tracking
+    from ablate.lease import LeaseLost
     from ablate.trainer import train
 
-    _notify(hooks.on_trial_start, trial, index, total)
-    parent = tracking.MLflowStudy(uri, study.name)
+    _notify(hooks.on_trial_start, trial, *position)
     s = trial.spec
-    tracker = parent.trial_tracker(
-        trial.id,
-        run_name=f"{trial.arm} | {s.model} | {s.template} | seed {s.seed}",
-        tags=trial_tags(study, trial),
-    )
-    tracker.log_dict(trial.spec.as_dict(), "config.json")
     try:
-        result = train(
-            s, tracker=tracker, run_dir=study_dir / "trials" / trial.id, progress=hooks.on_step
-        )
-    except Exception as exc:  # a crashed trial must not take the study down
+        parent = tracking.MLflowStudy(uri, study.name)
+        if parent.trial_status().get(trial.id) == "FINISHED":  # by another runner, just now
+            return _outcome(trial, "skipped", "already FINISHED")
+        run_name = f"{trial.arm} | {s.model} | {s.template} | seed {s.seed}"
+        tags = trial_tags(study, trial)
+        tracker = parent.trial_tracker(trial.id, run_name=run_name, tags=tags, guard=lease.check)
+        tracker.log_dict(trial.spec.as_dict(), "config.json")
+    except Exception as exc:
+        if _is_store_failure(exc):
+            raise _store_error(exc, trial) from exc
+        raise
+
+    def on_step(step: int, total: int, metrics: dict[str, float]) -> None:
+        lease.check()  # stop before writing a checkpoint another runner may now own
+        _notify(hooks.on_step, step, total, metrics)
+
+    run_dir = Path(study_dir) / "trials" / trial.id
+    try:
+        result = train(s, tracker=tracker, run_dir=run_dir, progress=on_step)
+        # a diverged trial is a result (deterministic: rerunning would diverge again)
+        tracker.close("FAILED" if result.outcome == "failed" else "FINISHED")
+    except LeaseLost as exc:
+        return _outcome(trial, "skipped", str(exc))
+    except Exception as exc:
+        if _is_store_failure(exc):
+            raise _store_error(exc, trial) from exc
         message = "".join(traceback.format_exception_only(type(exc), exc)).strip()
         _close_failed(tracker, message)
         out = _outcome(trial, "failed", message)
     else:
-        # a diverged trial is a result (deterministic: rerunning would diverge again)
-        tracker.close("FAILED" if result.outcome == "failed" else "FINISHED")
         out = _outcome(trial, result.outcome, result.message, result.final_eval)
-    _notify(hooks.on_trial_end, out)
     return out
+
+
+_STORE_MODULES = ("sqlalchemy", "sqlite3", "mlflow", "requests", "urllib3", "psycopg2")
+
+
+def _is_store_failure(exc: BaseException) -> bool:
+    """An error of the results store or disk, not of the trial: retrying later can succeed."""
+    if isinstance(exc, OSError) and exc.errno in (errno.EROFS, errno.EACCES, errno.ENOSPC):
+        return True
+    return type(exc).__module__.split(".")[0] in _STORE_MODULES
+
+
+def _store_error(exc: BaseException, trial: Trial | None = None) -> StoreError:
+    while exc.__cause__ is not None:  # the database's own words, not a wrapper's
+        exc = exc.__cause__
+    first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    where = "" if trial is None else f" at trial {trial.id} ({trial.arm}, seed {trial.spec.seed})"
+    return StoreError(
+        f"the results store cannot be written ({type(exc).__name__}: {first[:300]}); the study "
+        f"stopped{where}. Fix it and rerun: finished trials are kept and the others resume "
+        "from their last checkpoint"
+    )
 
 
 def _close_failed(tracker, message: str) -> None:
@@ -171,13 +294,15 @@ def _run_in_worker(args: tuple) -> TrialOutcome:
 
 
 def _run_parallel(study, todo, uri, study_dir, workers, hooks) -> list[TrialOutcome]:
-    """N processes, each with cores/N torch threads (two 1-thread runs beat one 2-thread run)."""
+    """N processes, each with the threads `ablate.threads` allots one of N workers."""
     import multiprocessing as mp
 
-    threads = max(1, (os.cpu_count() or 1) // workers)
+    from ablate.threads import choose_threads
+
     ctx = mp.get_context("spawn")
     outcomes = []
-    with ctx.Pool(workers, initializer=_worker_init, initargs=(threads,)) as pool:
+    initargs = (choose_threads(workers),)
+    with ctx.Pool(workers, initializer=_worker_init, initargs=initargs) as pool:
         jobs = [(study, t, uri, study_dir) for t in todo]
         for i, out in enumerate(pool.imap_unordered(_run_in_worker, jobs)):
             outcomes.append(out)
@@ -186,87 +311,33 @@ def _run_parallel(study, todo, uri, study_dir, workers, hooks) -> list[TrialOutc
     return outcomes
 
 
-def passk_phase(study: Study, cache_dir: Path, progress=None):
-    """Pass@k of every base model × template before RL, cached per model/template/task/n."""
-    import pandas as pd
-
-    from ablate.models import load_model, resolve_model_path
-    from ablate.passk import passk_sweep
-    from ablate.rollout.base import SamplingParams
-    from ablate.rollout.hf import HFEngine
-
-    p = study.passk
-    frames = []
-    # every model any trial starts from (extra cells included): gain vs base Pass@G needs them
-    models = list(dict.fromkeys(model for _, model, _, _ in study.cells()))
-    for model in models:
-        for template in p.templates or study.templates:
-            key = _passk_key(study, str(resolve_model_path(model)), template)
-            cached = cache_dir / f"{key}.csv"
-            if cached.is_file():
-                frames.append(pd.read_csv(cached))
-                continue
-            sampling = SamplingParams(
-                max_new_tokens=study.budget.max_new_tokens,
-                temperature=p.temperature,
-                seed=study.seeds[0],
-            )
-            from ablate.tasks import get_task
-
-            frame = passk_sweep(
-                [model],
-                [template],
-                get_task(study.task, **dict(study.task_options)),
-                n=p.n,
-                ks=p.ks,
-                sampling=sampling,
-                max_problems=p.max_problems,
-                engine_factory=lambda name: HFEngine(*load_model(name)),
-                progress=progress,
-            )
-            cached.parent.mkdir(parents=True, exist_ok=True)
-            frame.to_csv(cached, index=False)
-            frames.append(frame)
-    return pd.concat(frames, ignore_index=True)
-
-
-def _passk_key(study: Study, model_path: str, template: str) -> str:
-    p = study.passk
-    blob = json.dumps(
-        [
-            model_path,
-            template,
-            study.task,
-            sorted(study.task_options.items()),
-            p.n,
-            list(p.ks),
-            p.max_problems,
-            p.temperature,
-            study.budget.max_new_tokens,
-            study.seeds[0],
-        ],
-        default=repr,
-    )
-    return hashlib.sha256(blob.encode()).hexdigest()[:16]
-
-
 def summary_rows(runs, metric: str = "eval/pass_at_1") -> list[dict[str, Any]]:
     """Mean and range over seeds of a trial's final eval metric, per arm × model × template,
-    from `tracking.load_runs` (so trials finished by earlier invocations count too)."""
+    from `tracking.load_runs` (so trials finished by earlier invocations count too). A diverged
+    trial counts as 0, the report's rule (`ablate.report.measures.DIVERGED_RULE`): its last eval
+    may be from before it broke; `diverged` says how many of the `n` seeds did."""
     col = f"metrics.{metric}"
     if runs.empty or col not in runs:
         return []
-    done = runs[(runs["status"] == "FINISHED") & runs[col].notna()]
+    import pandas as pd
+
+    outcome = runs["tags.outcome"] if "tags.outcome" in runs else pd.Series("", index=runs.index)
+    diverged = outcome.eq("diverged")
+    keep = (runs["status"] == "FINISHED") & (runs[col].notna() | diverged)
+    done = runs[keep].assign(
+        _value=runs[col].astype(float).where(~diverged, 0.0)[keep], _diverged=diverged[keep]
+    )
     keys = ["tags.ablate.arm", "tags.ablate.model", "tags.ablate.template"]
     rows = []
     for (a, m, t), g in done.groupby(keys, sort=False):
-        v = g[col].astype(float)
+        v = g["_value"]
         rows.append(
             {
                 "arm": a,
                 "model": m,
                 "template": t,
                 "n": len(v),
+                "diverged": int(g["_diverged"].sum()),
                 "mean": v.mean(),
                 "min": v.min(),
                 "max": v.max(),

@@ -50,6 +50,10 @@ class Arm:
     """An A/A replicate of the named arm: the same algorithm on its own independent seed stream
     (never paired with the original by common random numbers); the report's live calibration
     check."""
+    generated: bool = field(default=False, compare=False, repr=False)
+    """Made by a grid builder (`one_at_a_time`, `full_factorial`, `path`). Builders each start
+    from their base arm, so a generated arm equal to another collapses into it; two equal arms
+    the user wrote by hand are a duplicate name."""
 
     @property
     def declared(self) -> frozenset[str]:
@@ -100,11 +104,17 @@ def one_at_a_time(
     """The base arm plus one arm per (field, value): single-factor ablations. `base_name`
     names an Algorithm base (default: the preset name, or "custom")."""
     label = _label(base, base_name)
-    arms = [Arm(name=label, base=base)]
+    arms = [Arm(name=label, base=base, generated=True)]
     for name, values in fields.items():
         for value in values:
+            changes = ((name, value),)
             arms.append(
-                Arm(name=f"{label}[{name}={_fmt(value)}]", base=base, changes=((name, value),))
+                Arm(
+                    name=f"{label}[{name}={_fmt(value)}]",
+                    base=base,
+                    changes=changes,
+                    generated=True,
+                )
             )
     return arms
 
@@ -122,6 +132,7 @@ def full_factorial(
                 name=f"{_label(base, base_name)}[{label}]",
                 base=base,
                 changes=tuple(zip(names, combo, strict=True)),
+                generated=True,
             )
         )
     return arms
@@ -158,13 +169,13 @@ def path(
             f"path({first!r} -> {last!r}): order must list exactly the differing "
             f"fields {sorted(diff)}, got {order}"
         )
-    arms, changes = [Arm(name=first, base=start)], []
+    arms, changes = [Arm(name=first, base=start, generated=True)], []
     for name in order:
         changes.append((name, diff[name][1]))
         label = (
             last if len(changes) == len(order) else f"{first}+" + "+".join(n for n, _ in changes)
         )
-        arms.append(Arm(name=label, base=start, changes=tuple(changes)))
+        arms.append(Arm(name=label, base=start, changes=tuple(changes), generated=True))
     return arms
 
 
@@ -239,12 +250,12 @@ class Study:
     def __post_init__(self) -> None:
         for name in ("base_models", "arms", "templates", "seeds", "extra"):
             object.__setattr__(self, name, tuple(getattr(self, name)))
-        # grid builders each start from their base arm: identical arms collapse into one
-        arms = tuple(dict.fromkeys(self.arms))
-        object.__setattr__(self, "arms", _with_replicates_resolved(arms))
+        object.__setattr__(self, "arms", _with_replicates_resolved(_collapsed(self.arms)))
         from ablate.study_checks import study_problems, study_warnings
 
         problems = study_problems(self)
+        if len(problems) == 1:
+            raise StudyError(f"study {self.name!r}: {problems[0]}")
         if problems:
             raise StudyError(
                 f"study {self.name!r} has {len(problems)} problem(s):\n  - "
@@ -306,6 +317,19 @@ class Study:
         ]
 
 
+def _collapsed(arms: tuple[Arm, ...]) -> tuple[Arm, ...]:
+    """Equal arms collapse into one when a grid builder made all but one of them; equal arms
+    written by hand stay, for the duplicate-name check to report."""
+    out: list[Arm] = []
+    for a in arms:
+        twin = next((i for i, b in enumerate(out) if b == a), None)
+        if twin is None or not (a.generated or out[twin].generated):
+            out.append(a)
+        elif out[twin].generated:
+            out[twin] = a  # the hand-written one stands for both
+    return tuple(out)
+
+
 def _with_replicates_resolved(arms: tuple[Arm, ...]) -> tuple[Arm, ...]:
     """A replicate given without a base takes its original's base and changes."""
     by_name = {a.name: a for a in arms}
@@ -337,8 +361,29 @@ def load_study(path_or_module: str | Path) -> Study:
     try:
         spec.loader.exec_module(module)  # type: ignore[union-attr]
     except AblateError as exc:
-        raise StudyError(f"{file}: {exc}") from None
+        raise StudyError(f"{_located(file, exc)}: {exc}") from None
+    except Exception as exc:  # a typo in the study file: its line, not a traceback into ablate
+        detail = exc.msg if isinstance(exc, SyntaxError) else str(exc)
+        message = " ".join(detail.split())
+        raise StudyError(f"{_located(file, exc)}: {type(exc).__name__}: {message}") from None
     study = getattr(module, "STUDY", None)
     if not isinstance(study, Study):
         raise StudyError(f"{file} must define STUDY = Study(...)")
     return study
+
+
+def _located(file: Path, exc: BaseException) -> str:
+    """`file:line`, the line being the study file's own (the last of its frames the exception
+    passed through), not the library frame that raised; just `file` when it has no such frame."""
+    if isinstance(exc, SyntaxError) and _same_file(exc.filename, file):
+        return f"{file}:{exc.lineno}"
+    line, tb = None, exc.__traceback__
+    while tb is not None:
+        if _same_file(tb.tb_frame.f_code.co_filename, file):
+            line = tb.tb_lineno
+        tb = tb.tb_next
+    return f"{file}:{line}" if line is not None else str(file)
+
+
+def _same_file(name: str | None, file: Path) -> bool:
+    return name is not None and Path(name).resolve() == file.resolve()

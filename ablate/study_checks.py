@@ -83,7 +83,12 @@ def _arm_problems(study: Study) -> list[str]:
         out.append(f"duplicate arm names {dupes}: every arm needs its own name")
     for a in study.arms:
         try:
-            a.algorithm.resolve(max_new_tokens=study.budget.max_new_tokens)
+            algorithm = a.algorithm
+        except AblateError as exc:  # already names the arm
+            out.append(str(exc).replace("\n", " "))
+            continue
+        try:
+            algorithm.resolve(max_new_tokens=study.budget.max_new_tokens)
         except AblateError as exc:
             out.append(f"arm {a.name!r}: {exc}".replace("\n", " "))
     if study.reference is not None and study.reference not in names:

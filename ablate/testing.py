@@ -334,6 +334,50 @@ def study_data(
     )
 
 
+def study_ledger(uri: str, study_name: str) -> dict[str, Any]:
+    """What a study left in its MLflow store, for exactly-once checks: `runs` (trial id ->
+    list of (run id, status), so a trial run twice shows two entries) and `rows` (trial id ->
+    metric -> step -> how many rows the store holds)."""
+    from collections import Counter
+
+    from ablate import tracking
+
+    client = tracking._client(uri)
+    runs: dict[str, list[tuple[str, str]]] = {}
+    rows: dict[str, dict[str, Counter]] = {}
+    frame = tracking.load_runs(uri, study_name)
+    for _, run in frame.iterrows():
+        runs.setdefault(run["trial_id"], []).append((run["run_id"], run["status"]))
+        keys = [c[len("metrics.") :] for c in frame.columns if c.startswith("metrics.")]
+        per_key = rows.setdefault(run["trial_id"], {})
+        for key in keys:
+            history = client.get_metric_history(run["run_id"], key)
+            if history:
+                per_key[key] = Counter(m.step for m in history)
+    return {"runs": runs, "rows": rows}
+
+
+def exactly_once_problems(
+    ledger: dict[str, Any], trial_ids: Sequence[str], steps: Sequence[int], key: str
+) -> list[str]:
+    """Every way `ledger` breaks "each trial FINISHED exactly once, each (metric, step) exactly
+    once, and `key` logged at every step of `steps`"; [] when it holds."""
+    problems = []
+    for trial_id in trial_ids:
+        runs = ledger["runs"].get(trial_id, [])
+        if [status for _, status in runs] != ["FINISHED"]:
+            problems.append(f"{trial_id}: runs {runs}, expected one FINISHED")
+        for metric, counts in ledger["rows"].get(trial_id, {}).items():
+            twice = sorted(step for step, n in counts.items() if n > 1)
+            if twice:
+                problems.append(f"{trial_id}: {metric} logged more than once at steps {twice}")
+        logged = ledger["rows"].get(trial_id, {}).get(key, {})
+        missing = sorted(set(steps) - set(logged))
+        if missing:
+            problems.append(f"{trial_id}: {key} missing at steps {missing}")
+    return problems
+
+
 __all__ = [
     "DEFAULT_ALPHABET",
     "TINY_CONFIGS",
@@ -344,7 +388,9 @@ __all__ = [
     "ToyVerdict",
     "char_tokenizer",
     "cycle_script",
+    "exactly_once_problems",
     "study_data",
+    "study_ledger",
     "tiny_llama",
     "zoo_model_built",
 ]

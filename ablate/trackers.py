@@ -44,6 +44,9 @@ class NullTracker:
     def log_dict(self, data: Mapping[str, Any], artifact_file: str) -> None:
         pass
 
+    def flush(self) -> None:
+        pass
+
     def close(self, status: str = "FINISHED") -> None:
         pass
 
@@ -77,6 +80,9 @@ class MemoryTracker:
 
     def log_dict(self, data: Mapping[str, Any], artifact_file: str) -> None:
         self.dicts[artifact_file] = dict(data)
+
+    def flush(self) -> None:
+        pass
 
     def close(self, status: str = "FINISHED") -> None:
         self.status = status

@@ -93,9 +93,10 @@ def _client(uri: str) -> Any:
     # Cached per URI: building a client (and its store's engine) costs ~0.6 s.
     from mlflow.tracking import MlflowClient
 
-    # Schema creation logs a dozen INFO lines per fresh database; warnings and errors still show.
-    for name in ("alembic", "mlflow.store.db.utils"):
-        logging.getLogger(name).setLevel(logging.WARNING)
+    # Schema creation logs a dozen INFO lines per fresh database. A failing database write is
+    # logged by MLflow as a full traceback before it raises; the runner reports it in one line.
+    logging.getLogger("alembic").setLevel(logging.WARNING)
+    logging.getLogger("mlflow.store.db.utils").setLevel(logging.CRITICAL)
     # An explicit client per URI, never the global `mlflow.set_tracking_uri`: several studies
     # (and test databases) can then coexist in one process.
     return MlflowClient(tracking_uri=uri)
@@ -195,17 +196,21 @@ class MLflowStudy:
         return status
 
     def trial_tracker(
-        self, trial_id: str, *, run_name: str, tags: Mapping[str, str]
+        self, trial_id: str, *, run_name: str, tags: Mapping[str, str], guard: Any = None
     ) -> MLflowTracker:
         """The child run of `trial_id`: its unfinished run resumed (one run per trial, however
-        often it is restarted), else a new one. A FINISHED trial is never trained again."""
+        often it is restarted; the tracker then skips every (metric, step) the run holds), else
+        a new one. A FINISHED trial is never trained again. `guard()`, called before each
+        write, raises when this process may no longer write the run (its lease was lost)."""
         runs = self._trial_runs(trial_id)
         finished = [r.info.run_id for r in runs if r.info.status == "FINISHED"]
         if finished:
             raise ValueError(f"trial {trial_id} already has a FINISHED run ({finished[0]})")
+        held: dict[str, set[int]] = {}
         if runs:
             run = runs[-1]
             run_id = run.info.run_id
+            held = _held_steps(self._client, run)
             self._client.update_run(run_id, status="RUNNING")
             resumes = int(run.data.tags.get("ablate.resumes", "0")) + 1
             tags = {**tags, "ablate.resumes": str(resumes)}
@@ -213,12 +218,18 @@ class MLflowStudy:
             identity = {KIND: "trial", STUDY: self.study_name, TRIAL: trial_id, PARENT: self.run_id}
             run = self._client.create_run(self.experiment_id, tags=identity, run_name=run_name)
             run_id = run.info.run_id
-        tracker = MLflowTracker(self.uri, run_id, client=self._client)
+        tracker = MLflowTracker(self.uri, run_id, client=self._client, held=held, guard=guard)
         tracker.set_tags(tags)
         return tracker
 
     def close(self, status: str = "FINISHED") -> None:
         self._client.set_terminated(self.run_id, _terminal(status))
+
+
+def _held_steps(client: Any, run: Any) -> dict[str, set[int]]:
+    """metric -> the steps a run already holds (what a resumed trial must not log again)."""
+    run_id = run.info.run_id
+    return {k: {m.step for m in client.get_metric_history(run_id, k)} for k in run.data.metrics}
 
 
 def _terminal(status: str) -> str:
@@ -239,13 +250,25 @@ class MLflowTracker:
     """A `Tracker` writing to one MLflow run. Metrics are buffered: call `close` (or use it as a
     context manager, which closes FAILED on an exception) so the tail is not lost."""
 
-    def __init__(self, uri: str, run_id: str, *, client: Any = None) -> None:
+    def __init__(
+        self,
+        uri: str,
+        run_id: str,
+        *,
+        client: Any = None,
+        held: dict[str, set[int]] | None = None,
+        guard: Any = None,
+    ) -> None:
         self.uri, self.run_id = uri, run_id
         self._client = client if client is not None else _client(uri)
         self._buffer: list[Any] = []
         self._buffered_steps: set[int] = set()
         self._closed = False
         self._sender = Background()
+        # (metric, step) pairs the run already holds: logged once, never again (a resumed
+        # trial recomputes the steps after its checkpoint, which may have been sent already)
+        self._held: dict[str, set[int]] = held if held is not None else {}
+        self._guard = guard
 
     def log_params(self, params: Mapping[str, Any]) -> None:
         from mlflow.entities import Param
@@ -262,11 +285,14 @@ class MLflowTracker:
         self.set_tags({k: v for k, v in values.items() if k.startswith("algo.")})
 
     def log_metrics(self, metrics: Mapping[str, float], step: int) -> None:
-        now = int(time.time() * 1000)
+        now, step = int(time.time() * 1000), int(step)
         for key, value in metrics.items():
             value = float(value)
-            if not math.isnan(value):  # MLflow stores NaN but its UI and search choke on it
-                self._buffer.append((key, value, now, int(step)))
+            held = self._held.setdefault(key, set())
+            # NaN is skipped: MLflow stores it but its UI and search choke on it
+            if step not in held and not math.isnan(value):
+                self._buffer.append((key, value, now, step))
+                held.add(step)
         self._buffered_steps.add(int(step))
         full = len(self._buffer) >= FLUSH_EVERY_METRICS
         if full or len(self._buffered_steps) >= FLUSH_EVERY_STEPS:
@@ -276,6 +302,8 @@ class MLflowTracker:
     def _send(self, rows: list[tuple[str, float, int, int]]) -> None:
         from mlflow.entities import Metric
 
+        if rows and self._guard is not None:
+            self._guard()
         metrics = [Metric(*row) for row in rows]  # built here, off the training thread
         for chunk in _chunks(metrics, _BATCH_METRICS):
             self._client.log_batch(self.run_id, metrics=chunk)
@@ -379,18 +407,12 @@ def list_artifacts(uri: str, run_id: str, path: str | None = None) -> list[str]:
 def download_artifacts(uri: str, run_id: str, path: str, dst: str | Path) -> Path:
     """Copy a run's artifact `path` (file or folder) under `dst`; returns the local path."""
     import os
+    from unittest import mock
 
     Path(dst).mkdir(parents=True, exist_ok=True)
-    flag = "MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR"  # one progress bar per file floods the log
-    previous = os.environ.get(flag)
-    os.environ[flag] = "false"
-    try:
+    # one progress bar per file floods the log
+    with mock.patch.dict(os.environ, {"MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR": "false"}):
         return Path(_client(uri).download_artifacts(run_id, path, str(dst)))
-    finally:
-        if previous is None:
-            os.environ.pop(flag, None)
-        else:
-            os.environ[flag] = previous
 
 
 def study_run_id(uri: str, study_name: str) -> str | None:

@@ -16,9 +16,10 @@ from typing import Any
 import torch
 
 from ablate import diagnostics as diag
+from ablate import faults
 from ablate.algorithms import Algorithm
 from ablate.batch import Counters, PromptStream, collect_batch
-from ablate.checkpoint import has_checkpoint, load_checkpoint, save_checkpoint
+from ablate.checkpoint import load_latest, save_checkpoint
 from ablate.critic import ValueHead, num_params
 from ablate.errors import DivergedError, TrialError
 from ablate.evaluation import evaluate, token_mark
@@ -273,9 +274,10 @@ def train(
             last_eval = _evaluate(s, state, tracker)
         while not budget_spent(spec, state):
             metrics = _step_and_eval(s, state, stream, tracker)
-            _after_step(s, state, run_dir, progress, metrics)
+            _after_step(s, state, run_dir, progress, metrics, tracker)
         last_eval = _evaluate(s, state, tracker)
-        _checkpoint(s, state, run_dir)
+        _checkpoint(s, state, run_dir, tracker)
+        faults.point("final_eval", state.step)
     except DivergedError as exc:
         result.outcome, result.message = "diverged", str(exc)
     except TrialError as exc:
@@ -296,6 +298,7 @@ def _step_and_eval(
     state.wall_seconds += time.perf_counter() - t0
     metrics["budget/wall_seconds"] = state.wall_seconds
     tracker.log_metrics(metrics, state.step)
+    faults.point("step_logged", state.step)
     every_tokens = s.spec.eval.every_tokens
     mark = token_mark(every_tokens, tokens_before, state.counters.generated_tokens)
     if _eval_due(s.spec, state, mark):
@@ -311,33 +314,46 @@ def _eval_due(spec: TrialSpec, state: TrainState, mark: int | None) -> bool:
     return (on_cadence or mark is not None) and not budget_spent(spec, state)
 
 
-def _after_step(s, state, run_dir, progress, metrics) -> None:
+def _after_step(s, state, run_dir, progress, metrics, tracker) -> None:
     if s.spec.checkpoint_every and state.step % s.spec.checkpoint_every == 0:
-        _checkpoint(s, state, run_dir)
+        _checkpoint(s, state, run_dir, tracker)
     if progress is not None:
         progress(state.step, s.spec.budget.max_steps, metrics)
 
 
-def _checkpoint(s: Setup, state: TrainState, run_dir) -> None:
-    if run_dir is not None:
-        save_checkpoint(
-            Path(run_dir) / "checkpoint",
-            model=s.model,
-            optimizer=s.optimizer,
-            scheduler=s.scheduler,
-            state={"trial_id": s.spec.id, **state.as_dict()},
-            critic=s.critic,
-        )
+def _checkpoint(s: Setup, state: TrainState, run_dir, tracker: Tracker) -> None:
+    """Metrics first, then the checkpoint: once a checkpoint of step C exists, the tracker holds
+    every step up to C, so a resume from C loses nothing (and skips what it holds after C)."""
+    if run_dir is None:
+        return
+    flush = getattr(tracker, "flush", None)
+    if flush is not None:
+        flush()
+    faults.point("metrics_flushed", state.step)
+    save_checkpoint(
+        Path(run_dir),
+        step=state.step,
+        model=s.model,
+        optimizer=s.optimizer,
+        scheduler=s.scheduler,
+        state={"trial_id": s.spec.id, **state.as_dict()},
+        critic=s.critic,
+    )
 
 
 def _start_or_resume(s: Setup, run_dir, tracker: Tracker) -> TrainState:
-    path = None if run_dir is None else Path(run_dir) / "checkpoint"
-    if path is not None and has_checkpoint(path):
-        saved = load_checkpoint(
-            path, model=s.model, optimizer=s.optimizer, scheduler=s.scheduler, critic=s.critic
+    saved = None
+    if run_dir is not None:
+        saved = load_latest(
+            Path(run_dir),
+            model=s.model,
+            optimizer=s.optimizer,
+            scheduler=s.scheduler,
+            critic=s.critic,
         )
+    if saved is not None:
         if saved.pop("trial_id") != s.spec.id:
-            raise TrialError(f"{path} holds a checkpoint of another trial; use a fresh run_dir")
+            raise TrialError(f"{run_dir} holds a checkpoint of another trial; use a fresh run_dir")
         return TrainState.from_dict(saved)
     tracker.log_params(_flat_params(s.spec))
     tracker.set_tags(

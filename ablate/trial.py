@@ -152,6 +152,9 @@ class TrialSpec:
     replicate: str = ""
     """Name of an independent seed stream for an A/A replicate arm; '' = the study's common
     random numbers."""
+    model_weights: str = ""
+    """sha256 of the base model's weights (filled in by the runner), so that a model rebuilt
+    under the same name is a new trial, not the old one resumed; '' = not recorded."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "task_options", tuple(sorted(dict(self.task_options).items())))

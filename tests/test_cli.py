@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import pytest
+
 from ablate.cli import main
 
 
@@ -50,3 +54,105 @@ def test_train_command_runs_a_trial_and_prints_the_final_eval(capsys):
 def test_train_command_rejects_an_unknown_field(capsys):
     assert main(["train", "--algo", "grpo", "--set", "clip=0.3", "--steps", "1"]) == 2
     assert "error: --set" in capsys.readouterr().err
+
+
+def test_a_diverged_train_exits_non_zero(capsys):
+    args = ["train", "--lr", "1e6", "--steps", "3", "--eval-problems", "4"]
+    assert main(args) == 1
+    assert "diverged at step" in capsys.readouterr().out
+
+
+STUDY_HEAD = "from ablate.study import Study, arm\n\n"
+STUDY_X = "STUDY = Study(name='x', base_models=['rl_ready'], "
+BROKEN_STUDIES = [
+    (
+        "STUDY = Study(name='x', base_models=['rl_ready'], arms=[arm('a', 'grpo')]\nx = = 1\n",
+        3,
+        "SyntaxError: '(' was never closed",
+    ),
+    (
+        "STUDY = Study(\n    nmae='x',\n    base_models=['rl_ready'],\n    arms=[],\n)\n",
+        3,
+        "TypeError: Study.__init__() got an unexpected keyword argument 'nmae'",
+    ),
+    (
+        f"{STUDY_X}arms=[arm('a', 'grpo', clip_hihg=0.3)])\n",
+        3,
+        "study 'x': arm 'a': Algorithm.__init__() got an unexpected keyword argument 'clip_hihg'",
+    ),
+    (
+        "SEEDS = [0, 1]\n\n\ndef seeds():\n    return SEEDS[5]\n\n\n"
+        f"{STUDY_X}arms=[arm('a', 'grpo')], seeds=seeds())\n",
+        7,
+        "IndexError: list index out of range",
+    ),
+    (
+        f"{STUDY_X}arms=[arm('a', 'grpo'), arm('a', 'grpo')])\n",
+        3,
+        "study 'x': duplicate arm names ['a']",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("body", "line", "message"),
+    BROKEN_STUDIES,
+    ids=["syntax", "misspelled-study-field", "misspelled-arm-field", "raises", "duplicate-arm"],
+)
+def test_a_broken_study_file_is_one_line_with_its_line(tmp_path, capsys, body, line, message):
+    study = tmp_path / "study.py"
+    study.write_text(STUDY_HEAD + body)
+    results = tmp_path / "results"
+    assert main(["run", str(study), "--results", str(results)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {study}:{line}: {message}"), err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    assert not results.exists()
+
+
+def test_report_of_a_study_that_never_ran_creates_nothing(tmp_path, capsys):
+    results, out = tmp_path / "results", tmp_path / "reports"
+    study = str(Path(__file__).parents[1] / "studies" / "quickstart.py")
+    assert main(["report", study, "--results", str(results), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: no runs of study 'quickstart' in ") and "run it first" in err
+    assert len(err.strip().splitlines()) == 1
+    assert not results.exists() and not out.exists()
+
+
+def test_report_of_a_database_without_the_study_says_so(tmp_path, capsys):
+    from ablate import tracking
+
+    results, out = tmp_path / "results", tmp_path / "reports"
+    tracking.init_store(tracking.default_tracking_uri(results))  # a database, no runs
+    study = str(Path(__file__).parents[1] / "studies" / "quickstart.py")
+    assert main(["report", study, "--results", str(results), "--out", str(out)]) == 2
+    assert "no runs of study 'quickstart'" in capsys.readouterr().err
+    assert not out.exists()
+
+
+def test_summary_counts_a_diverged_seed_as_zero_and_says_so(tmp_path, capsys, monkeypatch):
+    import pandas as pd
+
+    from ablate import tracking
+    from ablate.commands.run import print_summary
+    from ablate.study import Study, arm
+
+    runs = pd.DataFrame(
+        {
+            "status": ["FINISHED", "FINISHED", "FINISHED", "FINISHED"],
+            "metrics.eval/pass_at_1": [0.6, 0.55, 0.5, 0.4],
+            "tags.outcome": ["finished", "diverged", "diverged", "finished"],
+            "tags.ablate.arm": ["a", "a", "a", "b"],
+            "tags.ablate.model": ["rl_ready"] * 4,
+            "tags.ablate.template": ["plain"] * 4,
+        }
+    )
+    monkeypatch.setattr(tracking, "load_runs", lambda uri, name: runs)
+    study = Study(name="s", base_models=["rl_ready"], arms=[arm("a", "grpo"), arm("b", "grpo")])
+    print_summary(study, [], str(tmp_path))
+    rows = {
+        line.split()[1]: line for line in capsys.readouterr().out.splitlines() if "plain" in line
+    }
+    assert "0.200 [0.000, 0.600]" in rows["a"] and "2/3 diverged" in rows["a"]
+    assert "0.400 [0.400, 0.400]" in rows["b"] and "diverged" not in rows["b"]

@@ -29,7 +29,7 @@ from ablate.distributed import (
     run_worker,
 )
 from ablate.errors import ConfigError
-from ablate.runner import TrialOutcome
+from ablate.runner import TrialOutcome, identified_trials
 from ablate.study import Budget, EvalSpec, Study, arm, load_study
 from ablate.testing import zoo_model_built
 from ablate.tracking import MLflowStudy, load_runs
@@ -121,7 +121,7 @@ def optuna_trials(config: WorkerConfig, name: str):
 
 def test_worker_runs_each_trial_once_skips_finished_and_invents_none(config, ran):
     study = six_trial_study("fast")
-    ids = [t.id for t in study.trials()]
+    ids = [t.id for t in identified_trials(study)]
     MLflowStudy(config.tracking_uri, study.name).trial_tracker(
         ids[0], run_name="done before", tags={}
     ).close("FINISHED")
@@ -151,7 +151,8 @@ def test_stale_trial_is_failed_and_retried_once(config, ran):
 
     run_worker(study, config)
 
-    assert sorted(ran) == sorted(t.id for t in study.trials())  # the dead one ran once, here
+    # the dead one ran once, here
+    assert sorted(ran) == sorted(t.id for t in identified_trials(study))
     trials = optuna_trials(config, study.name)
     assert len(trials) == 7
     failed = [t for t in trials if t.state.name == "FAIL"]
@@ -179,7 +180,9 @@ def test_concurrent_setup_enqueues_each_trial_once_and_one_parent(config):
 
     assert not errors
     trials = optuna_trials(config, study.name)
-    assert sorted(t.user_attrs[TRIAL_ATTR] for t in trials) == sorted(t.id for t in study.trials())
+    assert sorted(t.user_attrs[TRIAL_ATTR] for t in trials) == sorted(
+        t.id for t in identified_trials(study)
+    )
     assert len(_parent_runs(config.tracking_uri, study.name)) == 1
 
 
@@ -295,7 +298,7 @@ def test_two_workers_share_a_study_on_postgres(postgres, tmp_path):
     counts = [int(re.search(r"worker ran (\d+) trial", log).group(1)) for log in logs]
     assert sum(counts) == 6, logs  # split between the workers as they come (not asserted)
     runs = load_runs(driver_url(postgres["mlflow"]), "dist")
-    expected = {t.id for t in load_study(study_file).trials()}
+    expected = {t.id for t in identified_trials(load_study(study_file))}
     assert len(runs) == 6 and set(runs["trial_id"]) == expected  # no trial ran twice
     assert set(runs["status"]) == {"FINISHED"}
     parents = _parent_runs(postgres["mlflow"], "dist")

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import hashlib
+import os
 import random
+import shutil
 import string
 
 import pytest
@@ -10,10 +13,17 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from ablate.errors import ConfigError
-from ablate.models import load_model, resolve_model_path, zoo_names
+from ablate.models import (
+    load_model,
+    model_location,
+    resolve_model_path,
+    store,
+    weights_hash,
+    zoo_names,
+)
 from ablate.models.pretrain import IGNORE_INDEX, CorpusLine, build_model, encode_batch
 from ablate.models.recipe import ModelSize
-from ablate.models.store import save_checkpoint
+from ablate.models.store import SHIPPED_DIR, save_checkpoint
 from ablate.models.tokenizer import SPECIAL_TOKENS, build_char_tokenizer, char_vocab
 from ablate.tasks import get_task, synthetic_charset
 from ablate.templates import get_template, template_names
@@ -123,3 +133,65 @@ def test_unbuilt_size_says_how_to_build_it(monkeypatch, tmp_path):
     monkeypatch.setenv("ABLATE_CACHE", str(tmp_path))
     with pytest.raises(ConfigError, match="ablate zoo build base-4m"):
         resolve_model_path("base-4m")
+
+
+def test_weights_hash_of_a_shipped_rung_is_the_sha256_of_its_weights_file(monkeypatch, tmp_path):
+    monkeypatch.setenv("ABLATE_CACHE", str(tmp_path))
+    weights = (SHIPPED_DIR / "rl_ready" / "model.safetensors").read_bytes()
+    assert weights_hash("rl_ready") == hashlib.sha256(weights).hexdigest()
+    assert weights_hash("rl_ready") != weights_hash("mid")
+
+
+def test_weights_hash_is_cached_until_a_file_changes(monkeypatch, tmp_path):
+    folder = shutil.copytree(SHIPPED_DIR / "rl_ready", tmp_path / "copy")
+    weights = folder / "model.safetensors"
+    day = 86_400
+    os.utime(weights, (1e9, 1e9))  # old: past the racy window, so the hash is cached
+    first = weights_hash(folder)
+    assert first == weights_hash("rl_ready")
+    assert model_location(folder) == ("path", folder.resolve())
+    monkeypatch.setattr(store, "_hash_files", lambda files: pytest.fail("hashed twice"))
+    assert weights_hash(str(folder)) == first
+    monkeypatch.undo()
+    data = bytearray(weights.read_bytes())
+    data[-1] ^= 1  # one byte: same size, so only the mtime tells
+    weights.write_bytes(bytes(data))
+    os.utime(weights, (1e9 + day, 1e9 + day))
+    assert weights_hash(folder) == hashlib.sha256(bytes(data)).hexdigest() != first
+
+
+def test_a_just_written_weights_file_is_hashed_again_each_time(monkeypatch, tmp_path):
+    folder = shutil.copytree(SHIPPED_DIR / "mid", tmp_path / "fresh")
+    weights = folder / "model.safetensors"
+    weights.write_bytes(weights.read_bytes())  # copytree kept the shipped (old) mtime
+    calls = []
+    real = store._hash_files
+    monkeypatch.setattr(store, "_hash_files", lambda files: calls.append(1) or real(files))
+    # Written just now: a same-size rewrite within the mtime granularity would go unseen.
+    assert weights_hash(folder) == weights_hash(folder)
+    assert len(calls) == 2
+
+
+def test_weights_hash_covers_every_shard_in_name_order(saved_micro_model, tmp_path):
+    folder = shutil.copytree(saved_micro_model[1], tmp_path / "sharded")
+    (folder / "model.safetensors").rename(folder / "model-00002-of-00002.safetensors")
+    (folder / "model-00001-of-00002.safetensors").write_bytes(b"first shard")
+    expected = hashlib.sha256(
+        b"first shard" + (folder / "model-00002-of-00002.safetensors").read_bytes()
+    )
+    assert weights_hash(folder) == expected.hexdigest()
+
+
+def test_weights_hash_of_a_bin_checkpoint_skips_trainer_files(tmp_path):
+    (tmp_path / "config.json").write_text("{}")
+    (tmp_path / "pytorch_model.bin").write_bytes(b"weights")
+    (tmp_path / "training_args.bin").write_bytes(b"arguments")
+    assert weights_hash(tmp_path) == hashlib.sha256(b"weights").hexdigest()
+
+
+def test_weights_hash_of_a_bad_name_or_weightless_folder_is_a_config_error(tmp_path):
+    with pytest.raises(ConfigError, match="neither a zoo model"):
+        weights_hash(tmp_path / "nowhere")
+    (tmp_path / "config.json").write_text("{}")
+    with pytest.raises(ConfigError, match="holds no weights"):
+        weights_hash(tmp_path)

@@ -14,6 +14,7 @@ import pytest
 
 from ablate import tracking
 from ablate.models import zoo_names
+from ablate.runner import identified_trials
 from ablate.study import load_study
 
 pytestmark = pytest.mark.skipif("hopeless" not in zoo_names(), reason="zoo not available")
@@ -62,7 +63,7 @@ def test_sigkill_mid_trial_then_rerun_gives_exactly_six_finished_runs(tmp_path):
     deadline = time.time() + 120
     # kill once the second trial has written a checkpoint (the first has then finished)
     while time.time() < deadline and proc.poll() is None:
-        states = list(trials.glob("*/checkpoint/state.json")) if trials.exists() else []
+        states = list(trials.glob("*/checkpoints/step-*/manifest.json")) if trials.exists() else []
         if len(states) >= 2:
             break
         time.sleep(0.05)
@@ -75,7 +76,7 @@ def test_sigkill_mid_trial_then_rerun_gives_exactly_six_finished_runs(tmp_path):
     _, err = rerun.communicate(timeout=300)
     assert rerun.returncode == 0, err.decode()[-2000:]
     runs = finished_runs(results)
-    expected = {t.id for t in load_study(study).trials()}
+    expected = {t.id for t in identified_trials(load_study(study))}
     assert len(runs) == 6 and set(runs["trial_id"]) == expected
     assert set(runs["status"]) == {"FINISHED"}
     params = [c for c in runs.columns if c.startswith("params.algo.")]

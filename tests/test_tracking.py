@@ -8,7 +8,6 @@ import math
 import re
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pandas as pd
@@ -188,15 +187,49 @@ def test_resume_reuses_run_and_finished_trial_is_refused(uri, client):
     assert len(load_runs(uri, "resume")) == 1
 
 
-def test_history_keeps_the_resumed_value_of_a_repeated_step(uri):
-    tracker = trial(MLflowStudy(uri, "repeat"), "r")
-    for step, value in [(0, 1.0), (1, 2.0), (2, 3.0)]:
-        tracker.log_metrics({"reward/mean": value}, step)
+def test_a_resumed_run_logs_each_metric_step_exactly_once(uri, client):
+    """A trial resumed from a checkpoint at step 1 recomputes steps 2-3 that the killed process
+    had already sent: the resumed tracker knows which (metric, step) the run holds and skips
+    them, within a process too."""
+    study = MLflowStudy(uri, "repeat")
+    first = trial(study, "r")
+    for step in range(4):
+        first.log_metrics({"reward/mean": float(step), "loss": -float(step)}, step)
+    first.flush()  # then killed: the run stays RUNNING
+    resumed = trial(study, "r")
+    assert resumed.run_id == first.run_id
+    for step in range(2, 6):  # steps 2-3 again (recomputed), then new ones
+        resumed.log_metrics({"reward/mean": 10.0 + step, "loss": -float(step), "new": 1.0}, step)
+    resumed.log_metrics({"reward/mean": 99.0}, 5)  # the same step twice in one process
+    resumed.close()
+    rows = client.get_metric_history(resumed.run_id, "reward/mean")
+    assert sorted(m.step for m in rows) == [0, 1, 2, 3, 4, 5]  # no step twice, none missing
+    assert metric_history(uri, resumed.run_id, "reward/mean") == [
+        (0, 0.0),
+        (1, 1.0),
+        (2, 2.0),
+        (3, 3.0),
+        (4, 14.0),
+        (5, 15.0),
+    ]
+    assert sorted(m.step for m in client.get_metric_history(resumed.run_id, "new")) == [2, 3, 4, 5]
+
+
+def test_guard_stops_writes_of_a_tracker_that_lost_its_lease(uri, client):
+    lost = []
+
+    def guard() -> None:
+        if lost:
+            raise RuntimeError("lease lost")
+
+    tracker = MLflowStudy(uri, "guarded").trial_tracker("g", run_name="g", tags={}, guard=guard)
+    tracker.log_metrics({"x": 1.0}, 0)
     tracker.flush()
-    time.sleep(0.01)  # timestamps are in ms: the resumed run logs strictly later
-    tracker.log_metrics({"reward/mean": 9.0}, 1)  # resumed from the checkpoint at step 0
-    tracker.close()
-    assert metric_history(uri, tracker.run_id, "reward/mean") == [(0, 1.0), (1, 9.0), (2, 3.0)]
+    lost.append(True)
+    tracker.log_metrics({"x": 2.0}, 1)
+    with pytest.raises(RuntimeError, match="lease lost"):
+        tracker.flush()
+    assert [m.step for m in client.get_metric_history(tracker.run_id, "x")] == [0]
 
 
 def test_trial_status_and_load_runs(uri, client):

@@ -11,6 +11,7 @@ import torch
 
 from ablate.algorithms import Algorithm
 from ablate.batch import Counters, PromptStream, collect_batch
+from ablate.checkpoint import TRAINER, checkpoint_dirs
 from ablate.tasks import get_task
 from ablate.tasks.base import CHARSET
 from ablate.templates import get_template
@@ -345,7 +346,7 @@ def test_ppo_resume_after_kill_equals_uninterrupted_run_critic_included(tmp_path
     assert len(full_values) == 4 and full_values == cut_values
     assert full_values[-1] != 0
     saved = [
-        torch.load(tmp_path / run / "checkpoint" / "trainer.pt", weights_only=False)["critic"]
+        torch.load(checkpoint_dirs(tmp_path / run)[0] / TRAINER, weights_only=False)["critic"]
         for run in ("full", "cut")
     ]
     assert saved[0]["weight"].abs().sum() > 0

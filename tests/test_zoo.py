@@ -4,18 +4,29 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import shutil
 
 import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from ablate.cli import main
-from ablate.models import catalog, load_model, zoo_path
-from ablate.models.build import build_recipe, check_recipe, pick_rungs
+from ablate.errors import ConfigError
+from ablate.models import (
+    build,
+    catalog,
+    load_model,
+    model_location,
+    resolve_model_path,
+    store,
+    weights_hash,
+    zoo_path,
+)
+from ablate.models.build import BuildResult, build_recipe, check_recipe, pick_rungs
 from ablate.models.catalog import LADDER_RUNGS, RECIPES, get_recipe, recipe_of
 from ablate.models.pretrain import build_model, train_steps
 from ablate.models.recipe import Band, EvalSpec, ModelSize, PretrainSpec, Rung, ZooRecipe
-from ablate.models.store import SHIPPED_DIR, read_meta, weights_sha256
+from ablate.models.store import SHIPPED_DIR, cache_dir, read_meta, weights_sha256, write_meta
 from ablate.models.tokenizer import build_char_tokenizer
 from ablate.tasks import get_task, synthetic_charset
 from ablate.templates import MILD_VARIANT, STRONG_VARIANT, TRAINING_TEMPLATE, get_template
@@ -61,8 +72,10 @@ def test_micro_ladder_rebuilds_identically(tmp_path):
     assert meta["weights_sha256"] == weights_sha256(tmp_path / "mid")
     curve = json.loads((tmp_path / "micro.curve.json").read_text())
     assert [c["step"] for c in curve["checkpoints"]] == [2, 4]
-    _, rows = check_recipe(MICRO_LADDER, tmp_path)
-    assert all(r.same_weights and r.same_measurement for r in rows)
+    assert meta["build_env"]["threads"] == 1 and meta["build_env"]["torch"] == torch.__version__
+    _, rows, differences = check_recipe(MICRO_LADDER, tmp_path)
+    assert all(r.same_weights and r.same_measurement and r.step == r.reference_step for r in rows)
+    assert differences == {}
 
 
 def test_rungs_are_picked_by_measurement_not_step():
@@ -168,13 +181,130 @@ def test_cli_unknown_recipe_is_one_line(capsys):
     assert capsys.readouterr().err.startswith("error: unknown zoo model 'nope'")
 
 
+def fake_cache_build(recipe: ZooRecipe, name: str, source=SHIPPED_DIR / "rl_ready"):
+    """A loadable cache build of `name` under $ABLATE_CACHE with other weights than `source`."""
+    folder = cache_dir(recipe) / name
+    shutil.copytree(source, folder)
+    weights = folder / "model.safetensors"
+    data = bytearray(weights.read_bytes())
+    data[-1] ^= 0xFF  # last byte of the last tensor: still a valid safetensors file
+    weights.write_bytes(bytes(data))
+    write_meta(folder, {**read_meta(source), "name": name, "recipe_name": recipe.name})
+    return folder
+
+
+def test_a_shipped_name_resolves_to_the_shipped_folder_even_with_a_cache_build(
+    monkeypatch, tmp_path
+):
+    monkeypatch.setenv("ABLATE_CACHE", str(tmp_path))
+    cached = fake_cache_build(get_recipe("ladder"), "rl_ready")
+    shipped = SHIPPED_DIR / "rl_ready"
+    assert zoo_path("rl_ready") == shipped and resolve_model_path("rl_ready") == shipped
+    assert model_location("rl_ready") == ("shipped", shipped.resolve())
+    assert weights_hash("rl_ready") == read_meta(shipped)["weights_sha256"]
+    # The cache build stays loadable, but only when asked for by its path.
+    assert model_location(cached) == ("cache", cached.resolve())
+    assert weights_hash(cached) != weights_hash("rl_ready")
+
+
+def test_a_name_that_does_not_ship_resolves_to_its_cache_build(monkeypatch, tmp_path):
+    monkeypatch.setenv("ABLATE_CACHE", str(tmp_path))
+    with pytest.raises(ConfigError, match=r"ablate zoo build base-0\.5m"):
+        zoo_path("base-0.5m")
+    cached = fake_cache_build(get_recipe("base-0.5m"), "base-0.5m")
+    assert zoo_path("base-0.5m") == cached
+    assert model_location("base-0.5m") == ("cache", cached.resolve())
+
+
+def test_a_missing_shipped_rung_is_an_error_not_its_cache_build(monkeypatch, tmp_path):
+    monkeypatch.setenv("ABLATE_CACHE", str(tmp_path / "cache"))
+    fake_cache_build(get_recipe("ladder"), "mid")
+    monkeypatch.setattr(store, "SHIPPED_DIR", tmp_path / "no-shipped-zoo")
+    with pytest.raises(ConfigError, match="missing from this install"):
+        zoo_path("mid")
+
+
+def test_build_runs_under_the_recipe_threads_and_restores_the_callers(monkeypatch, tmp_path):
+    seen = []
+
+    def fake_build(recipe, scratch, progress, env):
+        seen.append((torch.get_num_threads(), env["threads"]))
+        if len(seen) > 1:
+            raise RuntimeError("build failed")
+        return BuildResult(recipe=recipe, out_dir=scratch, models=[], env=env)
+
+    monkeypatch.setattr(build, "_build", fake_build)
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        result = build_recipe(MICRO_LADDER, tmp_path)
+        assert seen == [(1, 1)] and result.env["threads"] == 1
+        assert torch.get_num_threads() == 2
+        with pytest.raises(RuntimeError, match="build failed"):
+            build_recipe(MICRO_LADDER, tmp_path)
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)
+
+
+def test_cli_list_and_show_give_the_weights_hash_and_where_a_name_resolves(
+    capsys, monkeypatch, tmp_path
+):
+    monkeypatch.setenv("COLUMNS", "250")
+    monkeypatch.setenv("ABLATE_CACHE", str(tmp_path))
+    cached = fake_cache_build(get_recipe("ladder"), "rl_ready")
+    digest = read_meta(SHIPPED_DIR / "rl_ready")["weights_sha256"]
+    assert main(["zoo", "list"]) == 0
+    out = capsys.readouterr().out
+    row = next(line for line in out.splitlines() if line.strip("│ ").startswith("rl_ready"))
+    assert digest[:12] in row and "shipped" in row and "cache build: by path only" in row
+    assert main(["zoo", "show", "rl_ready"]) == 0
+    out = capsys.readouterr().out
+    assert digest in out and f"rl_ready: shipped {SHIPPED_DIR / 'rl_ready'}" in out
+    assert main(["zoo", "show", str(cached)]) == 0
+    out = capsys.readouterr().out
+    assert "cache" in out and weights_sha256(cached) in out and digest not in out
+
+
+def test_cli_build_of_a_shipped_recipe_says_the_shipped_one_wins_and_if_it_matched(
+    capsys, monkeypatch, tmp_path
+):
+    micro = dataclasses.replace(MICRO_LADDER, name="micro-shipped")
+    monkeypatch.setitem(catalog.RECIPES, "micro-shipped", micro)
+    monkeypatch.setattr(catalog, "SHIPPED_RECIPES", frozenset({"micro-shipped"}))
+    monkeypatch.setattr(store, "SHIPPED_DIR", tmp_path / "shipped")
+    monkeypatch.setenv("COLUMNS", "250")
+    build_recipe(micro, tmp_path / "shipped")
+    assert main(["zoo", "build", "micro-shipped", "--out", str(tmp_path / "again")]) == 0
+    out = capsys.readouterr().out
+    assert "still wins under the names hopeless, mid, rl_ready, saturated" in out
+    assert "bit-identical to" in out and "NOT" not in out
+    flat = " ".join(out.split())  # rich wraps long lines
+    assert f"Load this build by its path, e.g. --model {tmp_path / 'again' / 'saturated'}" in flat
+    meta = read_meta(tmp_path / "shipped" / "mid")
+    write_meta(
+        tmp_path / "shipped" / "mid",
+        {**meta, "weights_sha256": "0" * 64, "build_env": {**meta["build_env"], "torch": "0.1"}},
+    )
+    assert main(["zoo", "build", "micro-shipped", "--out", str(tmp_path / "again")]) == 0
+    out = capsys.readouterr().out
+    assert "NOT bit-identical" in out and "1 of 4 models differ" in out
+    assert "environment torch: reference 0.1" in out
+
+
 @pytest.mark.slow
-def test_default_ladder_rebuilds_bit_identically_in_ordered_bands():
-    """The real build (minutes): same weights and Pass@k as shipped, rungs ordered by Pass@8."""
-    result, rows = check_recipe(get_recipe("ladder"), SHIPPED_DIR)
-    assert all(row.ok for row in rows), rows
+def test_default_ladder_rebuilds_in_ordered_bands_and_bit_identically_where_it_can():
+    """The real build (~12-25 min): rungs in band and ordered by Pass@8 anywhere; the same
+    weights and Pass@k as shipped only in the environment the shipped ladder recorded (float
+    kernels differ by CPU: on an AMD EPYC with AVX512 it picks steps 150/340/450/650, not
+    100/330/440/640)."""
+    result, rows, differences = check_recipe(get_recipe("ladder"), SHIPPED_DIR)
+    assert all(row.in_band for row in rows), rows
     by_name = {m.name: m.measured[TRAINING_TEMPLATE] for m in result.models}
     pass8 = [by_name[name]["pass8"] for name in RUNG_ORDER]
     pass1 = [by_name[name]["pass1"] for name in RUNG_ORDER]
     assert pass8 == sorted(pass8) and pass8[0] <= 0.05 and pass8[2] >= 0.9
     assert pass1 == sorted(pass1) and pass1[3] > 0.8
+    if differences:
+        pytest.skip(f"bit-identity not checkable here: build environment differs {differences}")
+    assert all(row.ok for row in rows), rows

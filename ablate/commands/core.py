@@ -57,11 +57,16 @@ def demo(
     from rich.console import Console
 
     from ablate.commands.run import print_summary, run_with_progress, write_report
+    from ablate.preflight import check_results_dir, preflight_study
     from ablate.study import load_study
+    from ablate.threads import apply_threads
 
     console = Console()
     loaded = load_study(study)
+    check_results_dir(results)  # before a zoo build that may take minutes
     _ensure_zoo(loaded.base_models, console)
+    preflight_study(loaded, results)
+    apply_threads()
     start = time.perf_counter()
     outcomes = run_with_progress(loaded, results=results, workers=workers, tracking_uri=None)
     print_summary(loaded, outcomes, results)
@@ -73,6 +78,7 @@ def _ensure_zoo(models, console) -> None:
     """Build any zoo model the study needs that is neither shipped nor cached."""
     from ablate.errors import ConfigError
     from ablate.models import zoo_names, zoo_path
+    from ablate.models.catalog import is_shipped
 
     for name in models:
         if name not in zoo_names():
@@ -80,6 +86,8 @@ def _ensure_zoo(models, console) -> None:
         try:
             zoo_path(name)
         except ConfigError:
+            if is_shipped(name):
+                raise  # a shipped name means the shipped weights: a local build never stands in
             from ablate.models.build import build_recipe
             from ablate.models.catalog import recipe_of
             from ablate.models.store import cache_dir

@@ -46,10 +46,16 @@ def passk(
     from rich.progress import Progress
 
     from ablate.passk import passk_sweep
+    from ablate.preflight import check_results_dir
     from ablate.rollout.base import SamplingParams
+    from ablate.threads import apply_threads
 
     if engine not in ("hf", "vllm"):
         raise ConfigError(f"--engine must be 'hf' or 'vllm', got {engine!r}")
+    if out.is_dir():
+        raise ConfigError(f"--out {out} is a folder: give a CSV file name")
+    check_results_dir(out.parent)
+    apply_threads()
     sampling = SamplingParams(
         max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p, seed=seed
     )
@@ -85,7 +91,9 @@ def log_cell_to_tracker(rows: list[dict]) -> None:
 
 def _make_engine(name: str, kind: str):
     from ablate.models import load_model
+    from ablate.preflight import check_models
 
+    check_models([name])  # a damaged folder as one line; the CSV is written only at the end
     model, tokenizer = load_model(name)
     if kind == "vllm":
         from ablate.rollout.vllm import VLLMEngine

@@ -19,14 +19,20 @@ def run(
     out: str = typer.Option("reports", help="the report is written to OUT/<study>/"),
 ) -> None:
     """Run a study: the Pass@G phase, then every trial not yet FINISHED (resumes), then report."""
+    from ablate.preflight import preflight_study
+    from ablate.runner import store_errors
     from ablate.study import load_study
+    from ablate.threads import apply_threads
 
     loaded = load_study(study)
+    preflight_study(loaded, results)
+    apply_threads()  # this process runs the Pass@G phase (and the trials when workers == 1)
     outcomes = run_with_progress(
         loaded, results=results, workers=workers, tracking_uri=tracking_uri or None
     )
-    print_summary(loaded, outcomes, results, tracking_uri or None)
-    write_report(loaded, results, out, tracking_uri or None)
+    with store_errors():  # the store can also fail after the last trial
+        print_summary(loaded, outcomes, results, tracking_uri or None)
+        write_report(loaded, results, out, tracking_uri or None)
 
 
 def write_report(study, results: str, out: str, tracking_uri: str | None) -> None:
@@ -91,21 +97,26 @@ def print_summary(study, outcomes, results: str, tracking_uri: str | None = None
     from rich.table import Table
 
     from ablate import tracking
-    from ablate.runner import summary_rows
+    from ablate.runner import LEASED_ELSEWHERE, summary_rows
 
     console = Console()
     root = Path(results).resolve()
     uri = tracking_uri or tracking.default_tracking_uri(root)
-    table = Table(title=escape(f"{study.name}: final eval pass@1, mean [min, max] over seeds"))
-    for col in ("arm", "model", "template", "seeds", "pass@1"):
+    title = (
+        f"{study.name}: final eval pass@1 (a diverged seed counts 0), mean [min, max] over seeds"
+    )
+    table = Table(title=escape(title))
+    for col in ("arm", "model", "template", "seeds", "pass@1", "diverged"):
         table.add_column(col)
     for r in summary_rows(tracking.load_runs(uri, study.name)):
+        diverged = f"[red]{r['diverged']}/{r['n']} diverged[/red]" if r["diverged"] else "-"
         table.add_row(
             r["arm"],
             r["model"],
             r["template"],
             str(r["n"]),
             escape(f"{r['mean']:.3f} [{r['min']:.3f}, {r['max']:.3f}]"),
+            diverged,
         )
     console.print(table)
     for o in outcomes:
@@ -113,6 +124,8 @@ def print_summary(study, outcomes, results: str, tracking_uri: str | None = None
             console.print(
                 f"[red]{o.outcome}[/red] {escape(f'{o.arm} {o.model} seed {o.seed}: {o.message}')}"
             )
+        elif o.message.startswith(LEASED_ELSEWHERE):  # not ours: another runner finishes it
+            console.print(f"skipped {escape(f'{o.arm} {o.model} seed {o.seed}: {o.message}')}")
     console.print(f"MLflow database: {uri}  (browse: make ui)")
     console.print(f"trial checkpoints: {root / study.name / 'trials'}")
 

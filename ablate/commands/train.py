@@ -47,7 +47,10 @@ def train(
     from rich.table import Table
 
     from ablate.errors import ConfigError
+    from ablate.models import weights_hash
+    from ablate.preflight import check_models, check_results_dir, check_task_data
     from ablate.presets import baseline
+    from ablate.threads import apply_threads
     from ablate.trial import Budget, EvalSpec, Optim, TrialSpec
 
     base = baseline(algo)
@@ -65,6 +68,13 @@ def train(
         optim=Optim(lr=lr),
         eval=EvalSpec(every=eval_every, max_problems=eval_problems),
     )
+    check_models([model])
+    check_task_data(task)
+    if run_dir:
+        check_results_dir(run_dir)
+    # the weights are part of the trial: a run_dir never resumes a rebuilt model's checkpoint
+    spec = dataclasses.replace(spec, model_weights=weights_hash(model))
+    apply_threads()
     console = Console()
     result = _run_with_bar(spec, console, label=f"{algo} seed {seed}", run_dir=run_dir or None)
     table = Table(title=f"{algo} on {model} ({template}), seed {seed}: {result.outcome}")

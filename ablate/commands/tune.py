@@ -22,10 +22,15 @@ def tune(
     whose periodic eval pass@1 falls below the median; print the best parameters."""
     import json
 
+    from ablate.preflight import preflight_study
     from ablate.study import load_study
+    from ablate.threads import apply_threads
     from ablate.tune import tune as run_tune
 
     loaded = load_study(study)
+    if loaded.search:  # without one, tune says so at once
+        preflight_study(loaded, results)
+    apply_threads()
 
     def on_trial(number, state, value, params) -> None:
         shown = "-" if value is None else f"{value:.3f}"

@@ -18,7 +18,9 @@ def worker(
         "", help="shared MLflow URI (default sqlite in --results: one machine only)"
     ),
     results: str = typer.Option("results", help="local folder for trial checkpoints"),
-    threads: int = typer.Option(0, min=0, help="torch threads (0 = torch's default)"),
+    threads: int = typer.Option(
+        0, min=0, help="torch threads (0 = OMP_NUM_THREADS, else the cores free now)"
+    ),
     heartbeat_interval: int = typer.Option(60, min=1, help="seconds between heartbeats"),
     grace_period: int = typer.Option(
         180, min=1, help="seconds without heartbeat before a trial counts as dead and is retried"
@@ -30,15 +32,15 @@ def worker(
     from pathlib import Path
 
     from ablate.distributed import WorkerConfig, run_worker
+    from ablate.preflight import preflight_study
     from ablate.runner import RunHooks
     from ablate.study import load_study
+    from ablate.threads import apply_threads
     from ablate.tracking import default_tracking_uri
 
     loaded = load_study(study)
-    if threads:
-        import torch
-
-        torch.set_num_threads(threads)
+    preflight_study(loaded, results)
+    apply_threads(requested=threads)
     config = WorkerConfig(
         storage=storage,
         tracking_uri=tracking_uri or default_tracking_uri(results),

@@ -1,4 +1,8 @@
-"""`ablate zoo list`, `ablate zoo build [NAME] [--check]`: the tiny base-model zoo."""
+"""`ablate zoo list`, `ablate zoo show NAME`, `ablate zoo build [NAME] [--out DIR] [--check]`.
+
+A zoo name means one set of weights: the shipped ladder's names always load the shipped
+folders, so a local rebuild (which is bit-identical only in the environment the shipped one was
+built in) can never train other weights under the same name."""
 
 from __future__ import annotations
 
@@ -10,40 +14,62 @@ from ablate.errors import ConfigError
 
 zoo_app = typer.Typer(help="The tiny pretrained base-model zoo.", no_args_is_help=True)
 
+SHORT_HASH = 12
+
+BUILD_HELP = (
+    "Pretrain a zoo recipe (the default ladder: 12 min on 2 idle CPU cores, more when shared). "
+    "A rebuild of the shipped ladder never replaces it: the names hopeless, mid, rl_ready and "
+    "saturated always load the shipped weights, and the rebuild loads only by its folder path. "
+    "The output says whether it reproduced the shipped weights bit for bit: that holds only in "
+    "the environment they were built in (torch version, CPU instruction set, threads)."
+)
+
 
 def register(app: typer.Typer) -> None:
     zoo_app.command("list")(list_models)
-    zoo_app.command("build")(build)
+    zoo_app.command("show")(show)
+    zoo_app.command("build", help=BUILD_HELP)(build)
     app.add_typer(zoo_app, name="zoo")
 
 
 def list_models() -> None:
-    """Show every zoo model: where it is built, its recipe and its measured Pass@1 / Pass@8."""
+    """Show every zoo model: where its name resolves, its weights hash, its recipe and its
+    measured Pass@1 / Pass@8."""
     from rich.console import Console
     from rich.table import Table
 
     from ablate.models.catalog import EVAL_TEMPLATES, RECIPES
-    from ablate.models.store import built_locations, is_current, read_meta
 
     table = Table(title="model zoo (Pass@1 / Pass@8, 64 eval problems x 8 samples, T=1)")
     table.add_column("model", no_wrap=True)
-    for column in ("recipe", "size", "step", "built", *EVAL_TEMPLATES):
+    for column in ("recipe", "size", "step", "resolves to", "weights", *EVAL_TEMPLATES):
         table.add_column(column)
     for recipe in RECIPES.values():
         size = recipe.size
         size_text = f"h{size.hidden} L{size.layers} ff{size.intermediate}"
         for name in recipe.output_names():
-            found = built_locations(recipe, name)
-            if not found:
-                table.add_row(name, recipe.name, size_text, "", "[dim]not built[/dim]")
-                continue
-            where, path = found[0]
-            meta = read_meta(path) or {}
-            stale = "" if is_current(path, recipe) else " [yellow](older recipe)[/yellow]"
-            cells = [_passk_cell(meta.get("measured", {}).get(t)) for t in EVAL_TEMPLATES]
-            step = str(meta.get("step", "?"))
-            table.add_row(name, recipe.name, size_text, step, where + stale, *cells)
+            table.add_row(name, recipe.name, size_text, *_list_cells(recipe, name))
     Console().print(table)
+
+
+def _list_cells(recipe, name: str) -> list[str]:
+    from ablate.models import zoo_path
+    from ablate.models.catalog import EVAL_TEMPLATES
+    from ablate.models.store import built_locations, is_current, read_meta, weights_sha256
+
+    try:
+        path = zoo_path(name)
+    except ConfigError:
+        return ["", "[dim]not built[/dim]"]
+    found = built_locations(recipe, name)
+    where = next(w for w, p in found if p == path)
+    if not is_current(path, recipe):
+        where += " [yellow](older recipe)[/yellow]"
+    if any(p != path for _, p in found):
+        where += " [dim](+ cache build: by path only)[/dim]"
+    meta = read_meta(path) or {}
+    cells = [_passk_cell(meta.get("measured", {}).get(t)) for t in EVAL_TEMPLATES]
+    return [str(meta.get("step", "?")), where, weights_sha256(path)[:SHORT_HASH], *cells]
 
 
 def _passk_cell(measured: dict | None) -> str:
@@ -52,27 +78,59 @@ def _passk_cell(measured: dict | None) -> str:
     return f"{measured['pass1']:.3f} / {measured['pass8']:.2f}"
 
 
-def build(
-    name: str = typer.Argument("ladder", help="recipe (ladder, base-0.5m, …) or a model in one"),
-    out: Path | None = typer.Option(None, help="folder to build into (default: the cache)"),
-    check: bool = typer.Option(
-        False, "--check", help="rebuild and confirm weights, measurements and bands match"
-    ),
+def show(
+    model: str = typer.Argument(..., help="zoo name (rl_ready, base-4m, …) or checkpoint folder"),
 ) -> None:
-    """Pretrain a zoo recipe (the default ladder takes a few minutes on 2 CPU cores)."""
+    """Where a model resolves (shipped / cache / path), its full weights sha256, and what its
+    zoo.json records: step, recipe, build environment, measured Pass@k."""
     from rich.console import Console
 
-    from ablate.models.build import build_recipe, check_recipe
-    from ablate.models.catalog import RECIPES, recipe_of
-    from ablate.models.store import built_locations, cache_dir
+    from ablate.models import model_location, weights_hash
+    from ablate.models.store import read_meta
+
+    where, path = model_location(model)
+    meta = read_meta(path) or {}
+    console = Console(soft_wrap=True)  # a hash or path broken over lines cannot be copied
+    console.print(f"{model}: {where} {path}")
+    console.print(f"  weights sha256  {weights_hash(model)}")
+    if not meta:
+        console.print("  [dim]no zoo.json: not a zoo build[/dim]")
+        return
+    console.print(f"  step            {meta.get('step', '?')}")
+    recipe_hash = str(meta.get("recipe_hash", "?"))[:SHORT_HASH]
+    console.print(f"  recipe          {meta.get('recipe_name', '?')} ({recipe_hash})")
+    env = meta.get("build_env")
+    env_text = ", ".join(f"{k} {v}" for k, v in env.items()) if env else "not recorded"
+    console.print(f"  built under     {env_text}")
+    for template, measured in meta.get("measured", {}).items():
+        console.print(f"  {template:<15} pass@1 / pass@8 {_passk_cell(measured)}")
+
+
+def build(
+    name: str = typer.Argument("ladder", help="recipe (ladder, base-0.5m, …) or a model in one"),
+    out: Path | None = typer.Option(
+        None, help="folder to build into (default: the cache, $ABLATE_CACHE/zoo)"
+    ),
+    check: bool = typer.Option(
+        False, "--check", help="rebuild in a scratch folder and compare with --out or the zoo"
+    ),
+) -> None:
+    """Pretrain a zoo recipe (see BUILD_HELP)."""
+    from rich.console import Console
+
+    from ablate.models.build import build_recipe, check_recipe, compare_with
+    from ablate.models.build import environment_differences as env_diff
+    from ablate.models.catalog import RECIPES, SHIPPED_RECIPES, recipe_of
+    from ablate.models.store import SHIPPED_DIR, cache_dir
 
     recipe = RECIPES.get(name) or recipe_of(name)
     console = Console()
     if check:
-        reference = out or _reference_dir(recipe, built_locations)
+        reference = out or _reference_dir(recipe)
         with _progress_bar(recipe, console) as progress:
-            result, rows = check_recipe(recipe, reference, progress)
-        _print_check(console, result, rows, reference)
+            result, rows, differences = check_recipe(recipe, reference, progress)
+        _print_built(console, result)
+        _print_comparison(console, rows, differences, reference)
         if not all(row.ok for row in rows):
             # SystemExit, not typer.Exit: cli.main runs Typer with standalone_mode=False, where
             # typer.Exit's code is swallowed; SystemExit's code becomes the exit status.
@@ -82,14 +140,26 @@ def build(
     with _progress_bar(recipe, console) as progress:
         result = build_recipe(recipe, target, progress)
     _print_built(console, result)
+    if recipe.name in SHIPPED_RECIPES:
+        shipped = ", ".join(recipe.output_names())
+        console.print(
+            f"[bold]The shipped {recipe.name} still wins under the names {shipped}[/bold]: "
+            f"they load {SHIPPED_DIR}/<name>. Load this build by its path, e.g. "
+            f"--model {result.out_dir / recipe.output_names()[-1]}"
+        )
+        rows = compare_with(result, SHIPPED_DIR)
+        _print_comparison(console, rows, env_diff(result, SHIPPED_DIR), SHIPPED_DIR)
 
 
-def _reference_dir(recipe, built_locations) -> Path:
-    first = recipe.output_names()[0]
-    found = built_locations(recipe, first)
-    if not found:
-        raise ConfigError(f"nothing to check: {recipe.name!r} is not built (or pass --out DIR)")
-    return found[0][1].parent
+def _reference_dir(recipe) -> Path:
+    from ablate.models import zoo_path
+
+    try:
+        return zoo_path(recipe.output_names()[0]).parent
+    except ConfigError:
+        raise ConfigError(
+            f"nothing to check: {recipe.name!r} is not built (or pass --out DIR)"
+        ) from None
 
 
 class _progress_bar:
@@ -130,25 +200,46 @@ def _print_built(console, result) -> None:
 
     templates = result.recipe.eval.templates
     table = Table(title=f"built {result.recipe.name} in {result.seconds:.0f} s → {result.out_dir}")
-    for column in ("model", "step", "in band", *templates):
+    for column in ("model", "step", "in band", "weights", *templates):
         table.add_column(column)
     for built in result.models:
         cells = [_passk_cell(built.measured.get(t)) for t in templates]
-        table.add_row(built.name, str(built.step), "yes" if built.in_band else "NO", *cells)
+        digest = built.weights_sha256[:SHORT_HASH]
+        table.add_row(built.name, str(built.step), "yes" if built.in_band else "NO", digest, *cells)
     console.print(table)
 
 
-def _print_check(console, result, rows, reference: Path) -> None:
+def _print_comparison(console, rows, differences: dict, reference: Path) -> None:
+    """Per model: same weights / Pass@k / step as the reference; then, unless every model is
+    bit-identical, a plain statement that it is not and which environment fields differ."""
     from rich.table import Table
 
-    _print_built(console, result)
-    table = Table(title=f"check against {reference}")
-    for column in ("model", "same weights", "same Pass@k", "in band"):
+    table = Table(title=f"compared with {reference}")
+    for column in ("model", "step (reference)", "same weights", "same Pass@k", "in band"):
         table.add_column(column)
     for row in rows:
         marks = [
             ("yes" if ok else "[red]NO[/red]")
             for ok in (row.same_weights, row.same_measurement, row.in_band)
         ]
-        table.add_row(row.name, *marks)
+        table.add_row(row.name, f"{row.step} ({row.reference_step})", *marks)
     console.print(table)
+    if all(row.same_weights for row in rows):
+        console.print(f"bit-identical to {reference}")
+        return
+    differ = sum(not row.same_weights for row in rows)
+    console.print(
+        f"[yellow]NOT bit-identical[/yellow]: {differ} of {len(rows)} models differ from "
+        f"{reference} (other weights, so other Pass@k and possibly other steps)."
+    )
+    if "build_env" in differences:
+        console.print(
+            "  the reference did not record its build environment (torch, CPU, threads), so "
+            f"this cannot tell a different machine from a bug; this build: "
+            f"{differences['build_env'][1]}"
+        )
+    elif differences:
+        for key, (theirs, ours) in differences.items():
+            console.print(f"  environment {key}: reference {theirs}, this build {ours}")
+    else:
+        console.print("  the recorded build environment is the same: this is a reproducibility bug")

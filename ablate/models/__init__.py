@@ -20,12 +20,20 @@ def zoo_names() -> list[str]:
 
 
 def zoo_path(name: str) -> Path:
-    """The folder of built zoo model `name`; ConfigError when unknown or not built yet."""
-    from ablate.models.catalog import recipe_of
-    from ablate.models.store import built_locations
+    """The folder zoo model `name` means; ConfigError when unknown or not built yet. A shipped
+    recipe's name is always its shipped folder: a local build of it is used only by path."""
+    from ablate.models.catalog import SHIPPED_RECIPES, recipe_of
+    from ablate.models.store import SHIPPED_DIR, built_locations
 
     recipe = recipe_of(name)
     found = built_locations(recipe, name)
+    if recipe.name in SHIPPED_RECIPES:
+        found = [(where, path) for where, path in found if where == "shipped"]
+        if not found:
+            raise ConfigError(
+                f"shipped zoo model {name!r} is missing from this install ({SHIPPED_DIR / name}):"
+                f" reinstall ablate; a local build of {recipe.name!r} loads only by its folder path"
+            )
     if not found:
         raise ConfigError(
             f"zoo model {name!r} is not built yet: run `ablate zoo build {recipe.name}`"
@@ -47,6 +55,28 @@ def resolve_model_path(path_or_zoo_name: str | os.PathLike) -> Path:
     )
 
 
+def model_location(path_or_zoo_name: str | os.PathLike) -> tuple[str, Path]:
+    """(where, folder): where is "shipped" or "cache" (the zoo folders, by name or by path) or
+    "path" (any other local checkpoint)."""
+    from ablate.models.store import SHIPPED_DIR, cache_root
+
+    path = resolve_model_path(path_or_zoo_name).resolve()
+    for where, root in (("shipped", SHIPPED_DIR), ("cache", cache_root())):
+        if path.is_relative_to(root.resolve()):
+            return where, path
+    return "path", path
+
+
+def weights_hash(path_or_zoo_name: str | os.PathLike) -> str:
+    """sha256 (hex) of the weights a zoo name or checkpoint folder resolves to: its
+    `*.safetensors` files in name order (else its `*.bin` files). Computed once per process
+    per folder while the files' sizes and mtimes stay the same; ConfigError when the name or
+    folder is unknown or holds no weights."""
+    from ablate.models.store import weights_sha256
+
+    return weights_sha256(resolve_model_path(path_or_zoo_name))
+
+
 def load_model(path_or_zoo_name: str | os.PathLike):
     """(model, tokenizer) for a zoo name or a local checkpoint folder, loaded offline, in
     eval mode, fp32 on the CPU."""
@@ -63,4 +93,11 @@ def load_model(path_or_zoo_name: str | os.PathLike):
     return model, tokenizer
 
 
-__all__ = ["load_model", "resolve_model_path", "zoo_names", "zoo_path"]
+__all__ = [
+    "load_model",
+    "model_location",
+    "resolve_model_path",
+    "weights_hash",
+    "zoo_names",
+    "zoo_path",
+]

@@ -5,10 +5,12 @@ steeply for step counts to be reliable), measure the picks under every eval temp
 from __future__ import annotations
 
 import json
+import platform
 import shutil
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -26,6 +28,7 @@ class BuiltModel:
     path: Path
     measured: dict[str, dict[str, float]]  # template -> {"pass1", "pass8", "format_ok"}
     in_band: bool
+    weights_sha256: str = ""  # kept here: a --check build's folder is gone once it is compared
 
 
 @dataclass
@@ -35,27 +38,64 @@ class BuildResult:
     models: list[BuiltModel]
     curve: list[dict] = field(default_factory=list)  # per checkpoint: step, loss, pass1, pass8
     seconds: float = 0.0
+    env: dict = field(default_factory=dict)  # build_environment(): what else fixes the weights
 
 
 def build_recipe(recipe: ZooRecipe, out_dir: Path, progress: Progress | None = None) -> BuildResult:
-    """Build every model of `recipe` into `out_dir/<name>/` (replacing what is there)."""
-    import torch
-
+    """Build every model of `recipe` into `out_dir/<name>/` (replacing what is there), under the
+    recipe's torch thread count (restored afterwards): the weights depend on it."""
     started = time.perf_counter()
-    threads = torch.get_num_threads()
-    torch.set_num_threads(recipe.pretrain.threads)
-    try:
+    with recipe_threads(recipe):
+        env = build_environment(recipe)
         with tempfile.TemporaryDirectory(prefix="ablate-zoo-") as scratch:
-            result = _build(recipe, Path(scratch), progress)
+            result = _build(recipe, Path(scratch), progress, env)
             _install(result, Path(out_dir))
-    finally:
-        torch.set_num_threads(threads)
     result.seconds = round(time.perf_counter() - started, 1)
     _write_curve(result)
     return result
 
 
-def _build(recipe: ZooRecipe, scratch: Path, progress: Progress | None) -> BuildResult:
+@contextmanager
+def recipe_threads(recipe: ZooRecipe) -> Iterator[None]:
+    """Run under the recipe's torch intra-op thread count, restoring the caller's after."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(recipe.pretrain.threads)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
+
+
+def build_environment(recipe: ZooRecipe) -> dict[str, object]:
+    """What besides the recipe decides the weights bit for bit: float kernels differ across
+    torch/transformers versions and CPU instruction sets, and reductions across thread counts.
+    Recorded in each zoo.json so a rebuild can say why it does not match."""
+    import torch
+    import transformers
+
+    return {
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "python": platform.python_version(),
+        "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+        "cpu": _cpu_name(),
+        "threads": torch.get_num_threads(),
+    }
+
+
+def _cpu_name() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def _build(recipe: ZooRecipe, scratch: Path, progress: Progress | None, env: dict) -> BuildResult:
     from ablate.models.measure import measure_passk
     from ablate.models.pretrain import build_model, train_steps
     from ablate.models.tokenizer import build_char_tokenizer
@@ -96,10 +136,11 @@ def _build(recipe: ZooRecipe, scratch: Path, progress: Progress | None) -> Build
             else measure_passk(model, tokenizer, task, get_template(t), recipe.eval)
             for t in recipe.eval.templates
         }
-        meta = _meta(recipe, name, pick_step, measured, in_band)
+        meta = {**_meta(recipe, name, pick_step, measured, in_band), "build_env": env}
         store.save_checkpoint(model, tokenizer, scratch / name, meta)
-        models.append(BuiltModel(name, pick_step, scratch / name, measured, in_band))
-    return BuildResult(recipe=recipe, out_dir=scratch, models=models, curve=curve)
+        digest = store.weights_sha256(scratch / name)
+        models.append(BuiltModel(name, pick_step, scratch / name, measured, in_band, digest))
+    return BuildResult(recipe=recipe, out_dir=scratch, models=models, curve=curve, env=env)
 
 
 def _curve_measurement(point: dict) -> dict[str, float]:
@@ -149,6 +190,7 @@ def _write_curve(result: BuildResult) -> None:
             "recipe_name": result.recipe.name,
             "recipe_hash": result.recipe.content_hash(),
             "build_seconds": result.seconds,
+            "build_env": result.env,
             "checkpoints": result.curve,
         }
         path = result.out_dir / f"{result.recipe.name}.curve.json"
@@ -158,6 +200,8 @@ def _write_curve(result: BuildResult) -> None:
 @dataclass
 class CheckRow:
     name: str
+    step: int
+    reference_step: int | None
     same_weights: bool
     same_measurement: bool
     in_band: bool
@@ -167,23 +211,50 @@ class CheckRow:
         return self.same_weights and self.same_measurement and self.in_band
 
 
+def compare_with(result: BuildResult, reference_dir: Path) -> list[CheckRow]:
+    """Each built model against `reference_dir/<name>`: bit-identical weights, identical
+    measured Pass@k, and inside its bands."""
+    rows = []
+    for built in result.models:
+        reference = store.read_meta(Path(reference_dir) / built.name) or {}
+        rows.append(
+            CheckRow(
+                name=built.name,
+                step=built.step,
+                reference_step=reference.get("step"),
+                same_weights=reference.get("weights_sha256") == built.weights_sha256,
+                same_measurement=reference.get("measured") == built.measured,
+                in_band=built.in_band,
+            )
+        )
+    return rows
+
+
+def environment_differences(result: BuildResult, reference_dir: Path) -> dict[str, tuple]:
+    """field -> (reference's, this build's) for every build-environment field that differs
+    from the one the reference models recorded ("not recorded" when they predate recording)."""
+    here = result.env
+    differences: dict[str, tuple] = {}
+    for built in result.models:
+        reference = store.read_meta(Path(reference_dir) / built.name) or {}
+        recorded = reference.get("build_env")
+        if recorded is None:
+            return {"build_env": ("not recorded", ", ".join(f"{k} {v}" for k, v in here.items()))}
+        for key in sorted(set(recorded) | set(here)):
+            if recorded.get(key) != here.get(key):
+                differences[key] = (recorded.get(key), here.get(key))
+    return differences
+
+
 def check_recipe(
     recipe: ZooRecipe, reference_dir: Path, progress: Progress | None = None
-) -> tuple[BuildResult, list[CheckRow]]:
-    """Rebuild `recipe` in a scratch folder and compare every model with `reference_dir/<name>`:
-    bit-identical weights, identical measured Pass@k, and each rung inside its bands."""
+) -> tuple[BuildResult, list[CheckRow], dict[str, tuple]]:
+    """Rebuild `recipe` in a scratch folder and compare every model with `reference_dir/<name>`
+    (see `compare_with`); also the build-environment fields that differ from the reference's."""
     with tempfile.TemporaryDirectory(prefix="ablate-zoo-check-") as scratch:
         result = build_recipe(recipe, Path(scratch), progress)
-        rows = []
-        for built in result.models:
-            reference = store.read_meta(Path(reference_dir) / built.name) or {}
-            rows.append(
-                CheckRow(
-                    name=built.name,
-                    same_weights=reference.get("weights_sha256")
-                    == store.weights_sha256(built.path),
-                    same_measurement=reference.get("measured") == built.measured,
-                    in_band=built.in_band,
-                )
-            )
-    return result, rows
+        return (
+            result,
+            compare_with(result, reference_dir),
+            environment_differences(result, reference_dir),
+        )

@@ -73,6 +73,10 @@ RECIPES: dict[str, ZooRecipe] = {
 
 DEFAULT_RECIPE = "ladder"
 
+#: Recipes whose models ship prebuilt (ablate/models/zoo/): their names always mean the shipped
+#: weights. A local rebuild is not bit-identical across machines, so it never takes the name.
+SHIPPED_RECIPES = frozenset({"ladder"})
+
 
 def get_recipe(name: str) -> ZooRecipe:
     if name not in RECIPES:
@@ -83,6 +87,11 @@ def get_recipe(name: str) -> ZooRecipe:
 def model_names() -> list[str]:
     """Every loadable zoo name: ladder rungs first, then sizes."""
     return [out for recipe in RECIPES.values() for out in recipe.output_names()]
+
+
+def is_shipped(model_name: str) -> bool:
+    """Whether zoo model `model_name` belongs to a shipped recipe."""
+    return model_name in model_names() and recipe_of(model_name).name in SHIPPED_RECIPES
 
 
 def recipe_of(model_name: str) -> ZooRecipe:

@@ -1,6 +1,7 @@
 """Supervised pretraining of a tiny base model on worked solutions: every step draws a fresh
 batch of training problems, renders them with the corpus template, and trains on the
-completion tokens only. Deterministic: the same recipe gives bit-identical weights."""
+completion tokens only. Deterministic: the same recipe in the same environment (torch version,
+CPU float kernels, threads) gives bit-identical weights; another CPU gives other weights."""
 
 from __future__ import annotations
 

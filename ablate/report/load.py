@@ -92,12 +92,30 @@ def planned_trials(study: Study) -> pd.DataFrame:
     """The study's expanded grid with each arm's algorithm fields (`algo.*`)."""
     algos = {a.name: dataclasses.asdict(a.algorithm) for a in study.arms}
     rows = []
-    for t in study.trials():
+    for t in _identified(study):
         row = dict(trial_id=t.id, arm=t.arm, model=t.spec.model, template=t.spec.template)
-        row["seed"] = t.spec.seed
+        row["seed"], row["model_weights"] = t.spec.seed, t.spec.model_weights
         row.update({f"algo.{k}": v for k, v in algos[t.arm].items()})
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+def _identified(study: Study) -> list:
+    """Trials with their base models' weights hashes (as the runner ids them); without them
+    when a model folder is gone (runs are then matched by cell)."""
+    from ablate.errors import AblateError
+    from ablate.runner import identified_trials
+
+    try:
+        return identified_trials(study)
+    except AblateError:
+        return study.trials()
+
+
+def _other_weights(trial: pd.Series, run: pd.Series) -> bool:
+    """A run matched by cell that was trained from different base weights (a rebuilt model)."""
+    mine, theirs = trial.get("model_weights") or "", run.get("tags.ablate.model_weights")
+    return bool(mine) and isinstance(theirs, str) and bool(theirs) and theirs != mine
 
 
 def _reason(run: pd.Series) -> str:
@@ -129,6 +147,8 @@ def trial_table(planned: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
         run = by_id.get(trial["trial_id"])
         if run is None:
             run = by_cell.get(_cell(*(trial[k] for k in KEYS[1:])))
+            if run is not None and _other_weights(trial, run):
+                run = None
         if run is None:
             status.append("MISSING"), outcome.append("missing"), run_id.append(None)
             reason.append("no MLflow run (not started)")

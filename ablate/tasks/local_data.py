@@ -63,7 +63,22 @@ def load_rows(file: Path, columns: tuple[str, ...], task: str) -> list[dict]:
     os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
     import datasets  # lazy: heavy, and only local-data tasks need it
 
-    data = datasets.load_dataset(_FORMATS[file.suffix], data_files=str(file), split="train")
+    # datasets infers a json file's schema from its first rows and fails with a bare
+    # StopIteration on a file that has none
+    if not file.read_bytes().strip():
+        raise ConfigError(f"{task}: {file} is empty; it needs rows with {list(columns)}")
+    from datasets.utils import logging as ds_logging
+
+    # a parse error is raised below as one line; datasets would also log it, with a bar
+    verbosity = ds_logging.get_verbosity()
+    ds_logging.set_verbosity(ds_logging.CRITICAL)
+    ds_logging.disable_progress_bar()
+    try:
+        data = datasets.load_dataset(_FORMATS[file.suffix], data_files=str(file), split="train")
+    except Exception as exc:
+        raise ConfigError(f"{task}: cannot read {file}: {_root_cause(exc)}") from None
+    finally:
+        ds_logging.set_verbosity(verbosity)
     missing = [c for c in columns if c not in data.column_names]
     if missing:
         raise ConfigError(
@@ -71,6 +86,14 @@ def load_rows(file: Path, columns: tuple[str, ...], task: str) -> list[dict]:
             f"and a {task} file needs {list(columns)}"
         )
     return data.select_columns(list(columns)).to_list()
+
+
+def _root_cause(exc: BaseException) -> str:
+    """The innermost cause in one line: datasets wraps a parse error in a generic one."""
+    while exc.__cause__ is not None or exc.__context__ is not None:
+        exc = exc.__cause__ or exc.__context__  # type: ignore[assignment]
+    lines = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {lines[0][:200] if lines else ''}".rstrip(": ")
 
 
 def parse_number(text: str) -> Fraction | None:
