@@ -12,8 +12,9 @@ batch at every step, and two dynamic-sampling arms the same refills, whatever th
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
+import numpy as np
 import torch
 from torch import Tensor
 
@@ -91,7 +92,6 @@ class ScoredBatch:
     scores: Tensor
     correct: Tensor
     gen_batches: int = 1
-    extra: dict[str, float] = field(default_factory=dict)
     generated: ScoredBatch | None = None
     """Every sample generated for this batch (all attempts, before dynamic sampling's filter);
     None when that is the batch itself."""
@@ -121,27 +121,33 @@ def sampling_for(budget: Budget, template: Template, seed: int) -> SamplingParam
     )
 
 
-def generate_scored(
+def sample_and_verify(
     engine: RolloutEngine,
     problems: Sequence[Problem],
-    task: Task,
     template: Template,
-    budget: Budget,
-    seed: int,
+    task: Task,
+    sampling: SamplingParams,
+    *,
+    n: int,
 ) -> ScoredBatch:
-    """Sample G completions per problem and verify each."""
-    prompts = [template.render(p.question) for p in problems]
+    """`n` completions per problem (groups contiguous), each verified: the one place that calls
+    the engine's `generate` and the task's `verify` (training, held-out eval, the Pass@G sweep
+    and zoo measurement all sample through here). One `generate` call, with `sampling` as given."""
     rollouts = engine.generate(
-        prompts,
-        budget.group_size,
-        sampling_for(budget, template, seed),
+        [template.render(p.question) for p in problems],
+        n,
+        sampling,
         problem_ids=[p.id for p in problems],
     )
-    g = budget.group_size
-    verdicts = [task.verify(problems[b // g], t, template) for b, t in enumerate(rollouts.texts)]
+    verdicts = [task.verify(problems[b // n], t, template) for b, t in enumerate(rollouts.texts)]
     scores = torch.tensor([v.reward for v in verdicts], dtype=torch.float32)
-    correct = torch.tensor([v.correct for v in verdicts], dtype=torch.bool)
+    correct = torch.tensor([bool(v.correct) for v in verdicts], dtype=torch.bool)
     return ScoredBatch(rollouts=rollouts, verdicts=verdicts, scores=scores, correct=correct)
+
+
+def correct_matrix(batch: ScoredBatch, n: int) -> np.ndarray:
+    """The [problems, n] bool correctness of a `sample_and_verify(..., n=n)` batch."""
+    return batch.correct.numpy().reshape(-1, n)
 
 
 def concat_scored(parts: Sequence[ScoredBatch]) -> ScoredBatch:
@@ -178,7 +184,8 @@ def collect_batch(
     for attempt in range(1, algo.max_gen_batches + 1):
         problems = main if attempt == 1 else stream.refill(step, attempt, p)
         batch_seed = derive_seed(seed, "rollout", str(step), str(attempt))
-        scored = generate_scored(engine, problems, task, template, budget, batch_seed)
+        sampling = sampling_for(budget, template, batch_seed)
+        scored = sample_and_verify(engine, problems, template, task, sampling, n=g)
         _charge(counters, scored, extra=attempt > 1)
         if not algo.dynamic_sampling:
             return scored

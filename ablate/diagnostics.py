@@ -123,11 +123,3 @@ def sample_metrics(batch: ScoredBatch, group_size: int, suffix: str = "") -> dic
         "reward/identical_frac": identical_fraction(r.texts, group_size),
     }
     return {key + suffix: value for key, value in metrics.items()}
-
-
-def first_nonfinite(values: dict[str, float]) -> str | None:
-    """Name of the first non-finite value among quantities that must stay finite."""
-    for key, value in values.items():
-        if not math.isfinite(value):
-            return key
-    return None

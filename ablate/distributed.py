@@ -78,22 +78,36 @@ def run_worker(
     hooks = hooks or RunHooks()
     preflight_study(study, config.results_dir)  # every input checked before anything is written
     identified = identified_trials(study)
-    optuna_study = prepare(study, config, identified)
+    queue = prepare(study, config, identified)
     trials = {t.id: t for t in identified}
     study_dir = results_paths(config.results_dir, study)["study"]
     # One handle for the status checks: opening an MLflow client costs ~0.6 s.
-    parent = tracking.MLflowStudy(config.tracking_uri, study.name)
+    parent = tracking.MLflowStudy.open(config.tracking_uri, study.name)
     outcomes: list[TrialOutcome] = []
-    while (claimed := claim_waiting(optuna_study)) is not None:
-        with Heartbeat(optuna_study, claimed._trial_id, config.heartbeat_interval):
+    while (claimed := claim_waiting(queue)) is not None:
+        with Heartbeat(queue, queue.storage_id(claimed), config.heartbeat_interval):
             outcome = _run_claimed(study, trials, claimed, parent, study_dir, hooks, len(outcomes))
-        _tell(optuna_study, claimed, outcome)
+        _tell(queue, claimed, outcome)
         outcomes.append(outcome)
-    _close_parent_if_done(optuna_study, parent)
+    _close_parent_if_done(queue.study, parent)
     return outcomes
 
 
-def prepare(study: Study, config: WorkerConfig, trials: list[Trial] | None = None) -> optuna.Study:
+@dataclass(frozen=True)
+class TrialQueue:
+    """The Optuna study that queues an ablate study's trials, with the storage it lives in
+    (kept here, so nothing reads Optuna's private attributes)."""
+
+    study: optuna.Study
+    storage: optuna.storages.RDBStorage
+
+    def storage_id(self, trial: optuna.trial.FrozenTrial) -> int:
+        """The storage's id of `trial` (what heartbeats and state changes address)."""
+        study_id = self.storage.get_study_id_from_name(self.study.study_name)
+        return self.storage.get_trial_id_from_study_id_trial_number(study_id, trial.number)
+
+
+def prepare(study: Study, config: WorkerConfig, trials: list[Trial] | None = None) -> TrialQueue:
     """Under the study's lock: storage tables, the Optuna study, the MLflow store and parent
     run, and one WAITING trial per ablate trial not enqueued before (by anyone)."""
     import optuna
@@ -115,14 +129,14 @@ def prepare(study: Study, config: WorkerConfig, trials: list[Trial] | None = Non
             storage=storage, study_name=study.name, direction="maximize", load_if_exists=True
         )
         tracking.init_store(config.tracking_uri)
-        parent = tracking.MLflowStudy(config.tracking_uri, study.name)
+        parent = tracking.MLflowStudy.open(config.tracking_uri, study.name)
         if parent.run_id not in _parent_ids(optuna_study):  # first worker: tag the new parent
             parent.set_tags(
                 {"ablate.reference_arm": study.reference_arm, **tracking.environment_tags()}
             )
             optuna_study.set_user_attr("ablate_parent_run_id", parent.run_id)
         enqueue_missing(optuna_study, identified_trials(study) if trials is None else trials)
-    return optuna_study
+    return TrialQueue(optuna_study, storage)
 
 
 def _parent_ids(optuna_study: optuna.Study) -> set[str]:
@@ -184,7 +198,7 @@ def _advisory_lock(url: str, name: str) -> Iterator[None]:
         engine.dispose()
 
 
-def claim_waiting(optuna_study: optuna.Study) -> optuna.trial.FrozenTrial | None:
+def claim_waiting(queue: TrialQueue) -> optuna.trial.FrozenTrial | None:
     """Fail (and so re-enqueue) stale trials, then take one WAITING trial, or None when none is
     left. `study.ask()` is not used: with nothing WAITING it would create a new trial."""
     import optuna
@@ -192,13 +206,13 @@ def claim_waiting(optuna_study: optuna.Study) -> optuna.trial.FrozenTrial | None
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-        optuna.storages.fail_stale_trials(optuna_study)
-    storage = optuna_study._storage
-    waiting = optuna_study.get_trials(deepcopy=False, states=(TrialState.WAITING,))
+        optuna.storages.fail_stale_trials(queue.study)
+    waiting = queue.study.get_trials(deepcopy=False, states=(TrialState.WAITING,))
     for trial in waiting:
         try:
             # Row-locked in the storage: only one worker moves a trial from WAITING to RUNNING.
-            if storage.set_trial_state_values(trial._trial_id, state=TrialState.RUNNING):
+            running = TrialState.RUNNING
+            if queue.storage.set_trial_state_values(queue.storage_id(trial), state=running):
                 return trial
         except optuna.exceptions.UpdateFinishedTrialError:
             continue
@@ -208,8 +222,8 @@ def claim_waiting(optuna_study: optuna.Study) -> optuna.trial.FrozenTrial | None
 class Heartbeat:
     """Records a trial's heartbeat every `interval` seconds in a thread, from entry to exit."""
 
-    def __init__(self, optuna_study: optuna.Study, trial_id: int, interval: int) -> None:
-        self._storage, self._trial_id, self._interval = optuna_study._storage, trial_id, interval
+    def __init__(self, queue: TrialQueue, trial_id: int, interval: int) -> None:
+        self._storage, self._trial_id, self._interval = queue.storage, trial_id, interval
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._beat, daemon=True)
 
@@ -246,12 +260,14 @@ def _run_claimed(study, trials, claimed, parent, study_dir, hooks, index) -> Tri
     return runner.run_trial(study, trial, parent.uri, study_dir, hooks, index, len(trials))
 
 
-def _tell(optuna_study: optuna.Study, claimed, outcome: TrialOutcome) -> None:
+def _tell(queue: TrialQueue, claimed, outcome: TrialOutcome) -> None:
     import optuna
     from optuna.trial import TrialState
 
+    optuna_study = queue.study
     try:
-        optuna_study._storage.set_trial_user_attr(claimed._trial_id, OUTCOME_ATTR, outcome.outcome)
+        trial_id = queue.storage_id(claimed)
+        queue.storage.set_trial_user_attr(trial_id, OUTCOME_ATTR, outcome.outcome)
     except optuna.exceptions.UpdateFinishedTrialError:
         # Failed as stale while it ran (a missed heartbeat): its retry finds the MLflow run
         # FINISHED and skips it, so nothing is lost and nothing runs twice to completion.

@@ -12,6 +12,8 @@ from typing import Any
 
 import numpy as np
 
+from ablate.batch import ScoredBatch, correct_matrix, sample_and_verify
+from ablate.diagnostics import length_metrics
 from ablate.rollout.base import RolloutEngine, SamplingParams
 from ablate.seeding import derive_seed
 from ablate.tasks.base import Task
@@ -29,7 +31,7 @@ def evaluate(
     seed: int,
 ) -> tuple[dict[str, float], list[dict[str, Any]]]:
     """Metrics (eval/…) and one record per sample (for per-problem paired tests later)."""
-    from ablate.passk import pass_at_k
+    from ablate.passk import mean_pass_at_k
 
     problems = task.problems("eval")[: spec.max_problems]
     n = spec.n_samples
@@ -39,22 +41,13 @@ def evaluate(
         stop=tuple(template.stop),
         seed=derive_seed(seed, "eval"),
     )
-    rollouts = engine.generate(
-        [template.render(p.question) for p in problems],
-        n,
-        sampling,
-        problem_ids=[p.id for p in problems],
-    )
-    verdicts = [task.verify(problems[b // n], t, template) for b, t in enumerate(rollouts.texts)]
-    correct = np.array([v.correct for v in verdicts], dtype=bool)
-    lengths = rollouts.lengths.numpy().astype(float)
-    per_problem = correct.reshape(len(problems), n).sum(axis=1)
-    metrics = {
-        f"eval/pass_at_{k}": float(np.mean(pass_at_k(np.full(len(problems), n), per_problem, k)))
-        for k in spec.ks
-    }
-    metrics["eval/pass_at_1"] = float(correct.mean())
-    metrics.update(_length_metrics(correct, lengths, rollouts.truncated.numpy()))
+    batch = sample_and_verify(engine, problems, template, task, sampling, n=n)
+    rollouts, verdicts = batch.rollouts, batch.verdicts
+    matrix = correct_matrix(batch, n)
+    metrics = {f"eval/pass_at_{k}": mean_pass_at_k(matrix, k) for k in spec.ks}
+    # pass@1 as the plain mean correctness (equal to the estimator's, up to rounding)
+    metrics["eval/pass_at_1"] = float(matrix.mean())
+    metrics.update(_length_metrics(batch))
     checks = [v.self_check for v in verdicts]
     if any(c is not None for c in checks):
         metrics["eval/self_check_rate"] = float(np.mean([bool(c) for c in checks]))
@@ -65,7 +58,7 @@ def evaluate(
             "sample": b % n,
             "correct": bool(v.correct),
             "reward": float(v.reward),
-            "length": int(lengths[b]),
+            "length": int(rollouts.lengths[b]),
             "truncated": bool(rollouts.truncated[b]),
             "answer": v.answer,
             "error": v.error,
@@ -85,15 +78,21 @@ def token_mark(every_tokens: int, before: int, after: int) -> int | None:
     return after // every_tokens * every_tokens
 
 
-def _length_metrics(correct: np.ndarray, lengths: np.ndarray, truncated: np.ndarray) -> dict:
-    metrics = {
-        "eval/length_mean": float(lengths.mean()),
-        "eval/length_correct": float(lengths[correct].mean()) if correct.any() else float("nan"),
-        "eval/length_incorrect": (
-            float(lengths[~correct].mean()) if (~correct).any() else float("nan")
-        ),
-        "eval/truncation_rate": float(truncated.mean()),
-    }
+#: eval/ name of each `diagnostics.length_metrics` value logged at evaluation
+_EVAL_LENGTH_NAMES = {
+    "length/mean": "eval/length_mean",
+    "length/correct_mean": "eval/length_correct",
+    "length/incorrect_mean": "eval/length_incorrect",
+    "length/truncation_rate": "eval/truncation_rate",
+}
+
+
+def _length_metrics(batch: ScoredBatch) -> dict[str, float]:
+    r, correct = batch.rollouts, batch.correct
+    lengths = length_metrics(r.lengths, correct, r.truncated)
+    metrics = {name: lengths[key] for key, name in _EVAL_LENGTH_NAMES.items()}
     if correct.any():  # undefined without a correct answer: not logged rather than inf
-        metrics["eval/tokens_per_correct"] = float(lengths.sum() / correct.sum())
+        metrics["eval/tokens_per_correct"] = float(
+            r.lengths.numpy().astype(float).sum() / correct.numpy().sum()
+        )
     return metrics

@@ -92,6 +92,17 @@ def signal_probability(n, c, group_size: int) -> np.ndarray:
     return pass_at_k(n, c, group_size) - pass_hat_k(n, c, group_size)
 
 
+def pass_at_k_per_problem(correct, k: int) -> np.ndarray:
+    """pass@k of each problem from a [problems, n] correctness matrix."""
+    correct = np.asarray(correct, dtype=bool)
+    return pass_at_k(np.full(correct.shape[0], correct.shape[1]), correct.sum(axis=1), k)
+
+
+def mean_pass_at_k(correct, k: int) -> float:
+    """pass@k averaged over problems, from a [problems, n] correctness matrix (NaN if empty)."""
+    return _mean(pass_at_k_per_problem(correct, k))
+
+
 def bootstrap_ci(
     values, *, reps: int = 2000, level: float = 0.95, seed: int = 0
 ) -> tuple[float, float]:
@@ -118,12 +129,12 @@ def passk_rows(
     c = correct.sum(axis=1)
     rows = []
     for k in ks:
-        per_problem = pass_at_k(n, c, k)
+        per_problem = pass_at_k_per_problem(correct, k)
         low, high = bootstrap_ci(per_problem, reps=reps, seed=seed)
         rows.append(
             {
                 "k": int(k),
-                "pass_at_k": float(per_problem.mean()) if per_problem.size else float("nan"),
+                "pass_at_k": _mean(per_problem),
                 "ci_low": low,
                 "ci_high": high,
                 "pass_hat_k": _mean(pass_hat_k(n, c, k)),
@@ -206,10 +217,11 @@ def _sample_cell(
     engine, task, problems, template, n, sampling, prompts_per_batch, label, progress
 ) -> tuple[np.ndarray, np.ndarray, int]:
     """(correct [problems, n] bool, completion lengths, verifier error count) for one cell."""
+    from ablate.batch import correct_matrix, sample_and_verify
     from ablate.seeding import derive_seed
 
     stops = tuple(dict.fromkeys((*sampling.stop, *getattr(template, "stop", ()))))
-    correct = np.zeros((len(problems), n), dtype=bool)
+    correct: list[np.ndarray] = []
     lengths: list[np.ndarray] = []
     errors = 0
     for start in range(0, len(problems), prompts_per_batch):
@@ -217,20 +229,13 @@ def _sample_cell(
         chunk_sampling = dataclasses.replace(
             sampling, stop=stops, seed=derive_seed(sampling.seed, "passk", str(start))
         )
-        rollouts = engine.generate(
-            [template.render(p.question) for p in chunk],
-            n,
-            chunk_sampling,
-            problem_ids=[p.id for p in chunk],
-        )
-        for b, text in enumerate(rollouts.texts):
-            verdict = task.verify(chunk[b // n], text, template)
-            correct[start + b // n, b % n] = bool(verdict.correct)
-            errors += verdict.error is not None
-        lengths.append(rollouts.lengths.numpy())
+        batch = sample_and_verify(engine, chunk, template, task, chunk_sampling, n=n)
+        correct.append(correct_matrix(batch, n))
+        errors += sum(v.error is not None for v in batch.verdicts)
+        lengths.append(batch.rollouts.lengths.numpy())
         if progress is not None:
             progress(label, min(start + prompts_per_batch, len(problems)), len(problems))
-    return correct, np.concatenate(lengths), errors
+    return np.concatenate(correct), np.concatenate(lengths), errors
 
 
 def _resolve_task(task):

@@ -76,7 +76,7 @@ def run_study(
     uri = tracking_uri or tracking.default_tracking_uri(paths["root"])
     with store_errors(), setup_lock(paths["root"]):  # one migration and parent, whoever races
         tracking.init_store(uri)
-        parent = tracking.MLflowStudy(uri, study.name)
+        parent = tracking.MLflowStudy.open(uri, study.name)
     with store_errors(), _parent_closed_on_error(parent):
         tags = {"ablate.reference_arm": study.reference_arm, **tracking.environment_tags()}
         parent.set_tags(tags)
@@ -215,7 +215,7 @@ def _run_leased(study, trial, uri, study_dir, hooks, position, lease) -> TrialOu
     _notify(hooks.on_trial_start, trial, *position)
     s = trial.spec
     try:
-        parent = tracking.MLflowStudy(uri, study.name)
+        parent = tracking.MLflowStudy.open(uri, study.name)
         if parent.trial_status().get(trial.id) == "FINISHED":  # by another runner, just now
             return _outcome(trial, "skipped", "already FINISHED")
         run_name = f"{trial.arm} | {s.model} | {s.template} | seed {s.seed}"

@@ -107,6 +107,9 @@ class ScriptedEngine:
             return list(self.tokenizer(text, add_special_tokens=prompt)["input_ids"])
         return ([self.bos_id] if prompt else []) + [ord(c) + 3 for c in text]
 
+    def sync_weights(self, model: Any) -> None:
+        """Scripted completions do not depend on the weights."""
+
     def generate(
         self,
         prompts: Sequence[str],

@@ -149,30 +149,25 @@ def _experiment_id(client: Any, name: str, artifact_root: Path | None) -> str:
 
 class MLflowStudy:
     """The parent run of one study; hands out one child run (an `MLflowTracker`) per trial.
-    Open it once in the coordinating process before fanning out (after `init_store`), so that
-    workers opening it again find the parent run instead of racing to create two."""
+    `MLflowStudy.open(uri, name)` finds or creates the experiment and the parent run; open it
+    once in the coordinating process before fanning out (after `init_store`), so that workers
+    opening it again find the parent run instead of racing to create two."""
 
-    def __init__(self, uri: str, study_name: str, *, experiment: str | None = None) -> None:
+    def __init__(self, uri: str, study_name: str, experiment_id: str, run_id: str) -> None:
         self.uri, self.study_name = uri, study_name
+        self.experiment_id, self.run_id = experiment_id, run_id
         self._study_filter = f"tags.`{STUDY}` = {_quoted(study_name)}"
         self._client = _client(uri)
+
+    @classmethod
+    def open(cls, uri: str, study_name: str, *, experiment: str | None = None) -> MLflowStudy:
+        """The study's parent run, created (with its experiment) when it does not exist yet,
+        set RUNNING when it does."""
+        client = _client(uri)
         path = _sqlite_path(uri)
         root = None if path is None else path.parent / "artifacts"
-        self.experiment_id = _experiment_id(self._client, experiment or study_name, root)
-        self.run_id = self._open_parent()
-
-    def _open_parent(self) -> str:
-        where = f"tags.`{KIND}` = 'study' and {self._study_filter}"
-        runs = _search(self._client, [self.experiment_id], where)
-        if not runs:
-            tags = {KIND: "study", STUDY: self.study_name}
-            return self._client.create_run(
-                self.experiment_id, tags=tags, run_name=self.study_name
-            ).info.run_id
-        run = runs[0]  # the oldest, should a race ever have created two
-        if run.info.status != "RUNNING":
-            self._client.update_run(run.info.run_id, status="RUNNING")
-        return run.info.run_id
+        experiment_id = _experiment_id(client, experiment or study_name, root)
+        return cls(uri, study_name, experiment_id, _open_parent(client, experiment_id, study_name))
 
     def _trial_runs(self, trial_id: str | None = None) -> list[Any]:
         where = f"tags.`{KIND}` = 'trial' and {self._study_filter}"
@@ -224,6 +219,18 @@ class MLflowStudy:
 
     def close(self, status: str = "FINISHED") -> None:
         self._client.set_terminated(self.run_id, _terminal(status))
+
+
+def _open_parent(client: Any, experiment_id: str, study_name: str) -> str:
+    where = f"tags.`{KIND}` = 'study' and tags.`{STUDY}` = {_quoted(study_name)}"
+    runs = _search(client, [experiment_id], where)
+    if not runs:
+        tags = {KIND: "study", STUDY: study_name}
+        return client.create_run(experiment_id, tags=tags, run_name=study_name).info.run_id
+    run = runs[0]  # the oldest, should a race ever have created two
+    if run.info.status != "RUNNING":
+        client.update_run(run.info.run_id, status="RUNNING")
+    return run.info.run_id
 
 
 def _held_steps(client: Any, run: Any) -> dict[str, set[int]]:

@@ -207,8 +207,7 @@ def _update(s: Setup, tb: TrainBatch, step: int) -> list[dict[str, float]]:
     check_weights(s.model, step)
     if s.critic is not None:
         check_weights(s.critic, step)
-    if hasattr(s.engine, "sync_weights"):
-        s.engine.sync_weights(s.model)
+    s.engine.sync_weights(s.model)
     return stats
 
 
@@ -326,9 +325,7 @@ def _checkpoint(s: Setup, state: TrainState, run_dir, tracker: Tracker) -> None:
     every step up to C, so a resume from C loses nothing (and skips what it holds after C)."""
     if run_dir is None:
         return
-    flush = getattr(tracker, "flush", None)
-    if flush is not None:
-        flush()
+    tracker.flush()
     faults.point("metrics_flushed", state.step)
     save_checkpoint(
         Path(run_dir),
@@ -355,16 +352,8 @@ def _start_or_resume(s: Setup, run_dir, tracker: Tracker) -> TrainState:
         if saved.pop("trial_id") != s.spec.id:
             raise TrialError(f"{run_dir} holds a checkpoint of another trial; use a fresh run_dir")
         return TrainState.from_dict(saved)
+    # model, template, task and seed are params; the trial id is the run's `ablate.trial_id` tag
     tracker.log_params(_flat_params(s.spec))
-    tracker.set_tags(
-        {
-            "trial_id": s.spec.id,
-            "model": s.spec.model,
-            "template": s.spec.template,
-            "task": s.spec.task,
-            "seed": str(s.spec.seed),
-        }
-    )
     return TrainState()
 
 

@@ -63,7 +63,7 @@ def tune(
     root = Path(results_dir).resolve()
     uri = tracking_uri or tracking.default_tracking_uri(root)
     tracking.init_store(uri)
-    parent = tracking.MLflowStudy(uri, f"{study.name}-tune")
+    parent = tracking.MLflowStudy.open(uri, f"{study.name}-tune")
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     search = optuna.create_study(
         storage=storage or f"sqlite:///{root / 'optuna.db'}",

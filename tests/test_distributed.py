@@ -94,7 +94,7 @@ def ran(monkeypatch) -> list[str]:
     def fake_run_trial(study, trial, uri, study_dir, hooks, index, total):
         calls.append(trial.id)
         if (uri, study.name) not in parents:
-            parents[uri, study.name] = MLflowStudy(uri, study.name)
+            parents[uri, study.name] = MLflowStudy.open(uri, study.name)
         parent = parents[uri, study.name]
         tracker = parent.trial_tracker(trial.id, run_name="x", tags={})
         tracker.close("FINISHED")
@@ -122,7 +122,7 @@ def optuna_trials(config: WorkerConfig, name: str):
 def test_worker_runs_each_trial_once_skips_finished_and_invents_none(config, ran):
     study = six_trial_study("fast")
     ids = [t.id for t in identified_trials(study)]
-    MLflowStudy(config.tracking_uri, study.name).trial_tracker(
+    MLflowStudy.open(config.tracking_uri, study.name).trial_tracker(
         ids[0], run_name="done before", tags={}
     ).close("FINISHED")
 
@@ -143,9 +143,9 @@ def test_worker_runs_each_trial_once_skips_finished_and_invents_none(config, ran
 def test_stale_trial_is_failed_and_retried_once(config, ran):
     study = six_trial_study("stale")
     config = WorkerConfig(**{**config.__dict__, "grace_period": 1})
-    optuna_study = prepare(study, config)
-    dead = claim_waiting(optuna_study)  # a worker that claims a trial, beats once and dies
-    with Heartbeat(optuna_study, dead._trial_id, interval=60):
+    queue = prepare(study, config)
+    dead = claim_waiting(queue)  # a worker that claims a trial, beats once and dies
+    with Heartbeat(queue, queue.storage_id(dead), interval=60):
         pass
     time.sleep(2.5)
 

@@ -33,7 +33,7 @@ def pilot(tmp_path_factory):
     results = tmp_path_factory.mktemp("pilot")
     uri = tracking.default_tracking_uri(results)
     tracking.init_store(uri)
-    parent = tracking.MLflowStudy(uri, "planned")
+    parent = tracking.MLflowStudy.open(uri, "planned")
     for trial in study().trials():
         tags = {
             "ablate.arm": trial.arm,

@@ -87,7 +87,7 @@ def report(tmp_path_factory):
     study, rng = tiny_study(), np.random.default_rng(0)
     uri = tracking.default_tracking_uri(results)
     tracking.init_store(uri)
-    parent = tracking.MLflowStudy(uri, study.name)
+    parent = tracking.MLflowStudy.open(uri, study.name)
     trials = study.trials()
     for trial in trials[:-2]:  # dr_grpo seed 2 missing, dr_grpo seed 1 diverged
         log_trial(parent, trial, rng)

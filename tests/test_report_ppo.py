@@ -19,7 +19,7 @@ def test_ppo_arm_and_critic_cost_in_the_report(tmp_path):
     )
     uri = tracking.default_tracking_uri(tmp_path / "results")
     tracking.init_store(uri)
-    parent = tracking.MLflowStudy(uri, study.name)
+    parent = tracking.MLflowStudy.open(uri, study.name)
     for trial in study.trials():
         tags = {
             "ablate.arm": trial.arm,

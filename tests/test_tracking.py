@@ -77,7 +77,7 @@ def test_default_uri_is_absolute_sqlite_in_results_dir(tmp_path):
 
 
 def test_parent_run_with_two_nested_trial_runs(uri, client, results):
-    study = MLflowStudy(uri, "two-trials")
+    study = MLflowStudy.open(uri, "two-trials")
     runs = {t: trial(study, t) for t in ("a", "b")}
     for tracker in runs.values():
         run = client.get_run(tracker.run_id)
@@ -90,13 +90,13 @@ def test_parent_run_with_two_nested_trial_runs(uri, client, results):
     }
     assert client.get_run(study.run_id).data.tags["ablate.kind"] == "study"
     # Reopening the study reuses its parent run; artifacts live next to the database.
-    assert MLflowStudy(uri, "two-trials").run_id == study.run_id
+    assert MLflowStudy.open(uri, "two-trials").run_id == study.run_id
     location = client.get_experiment(study.experiment_id).artifact_location
     assert location.startswith((results / "artifacts").resolve().as_uri())
 
 
 def test_algorithm_fields_logged_as_params_and_tags(uri, client):
-    tracker = trial(MLflowStudy(uri, "params"), "p")
+    tracker = trial(MLflowStudy.open(uri, "params"), "p")
     algo = Algorithm()
     tracker.log_params({f"algo.{k}": v for k, v in algo.as_dict().items()} | {"seed": 3})
     data = client.get_run(tracker.run_id).data
@@ -109,7 +109,7 @@ def test_algorithm_fields_logged_as_params_and_tags(uri, client):
 
 
 def test_param_truncation_and_relogging(uri, client):
-    tracker = trial(MLflowStudy(uri, "truncation"), "t")
+    tracker = trial(MLflowStudy.open(uri, "truncation"), "t")
     params = {"long": "x" * (PARAM_MAX_CHARS + 500), "pair": (1, 2), "nested": {"a": [1]}}
     tracker.log_params(params)
     tracker.log_params(params)  # a resumed trial logs the same params again
@@ -126,7 +126,7 @@ def test_param_truncation_and_relogging(uri, client):
 
 
 def test_metrics_batched_in_order_and_nan_skipped(uri):
-    tracker = trial(MLflowStudy(uri, "metrics"), "m")
+    tracker = trial(MLflowStudy.open(uri, "metrics"), "m")
     steps = FLUSH_EVERY_STEPS * 2 + 5
     for step in range(steps):
         loss = math.nan if step == 7 else step / 10
@@ -144,7 +144,7 @@ def test_metrics_batched_in_order_and_nan_skipped(uri):
 
 
 def test_samples_are_parquet_artifacts(uri, client, tmp_path):
-    tracker = trial(MLflowStudy(uri, "samples"), "s")
+    tracker = trial(MLflowStudy.open(uri, "samples"), "s")
     records = [
         {"prompt": "1+2=", "completion": "3", "reward": 1.0, "truncated": False},
         {"prompt": "4+4=", "completion": "9", "reward": 0.0, "truncated": True},
@@ -160,7 +160,7 @@ def test_samples_are_parquet_artifacts(uri, client, tmp_path):
 
 
 def test_config_json_artifact(uri, client, tmp_path):
-    tracker = trial(MLflowStudy(uri, "config"), "c")
+    tracker = trial(MLflowStudy.open(uri, "config"), "c")
     tracker.log_dict(
         {"algorithm": {"clip": 0.2}, "shape": (2, 3), "path": Path("/x")}, "config.json"
     )
@@ -171,7 +171,7 @@ def test_config_json_artifact(uri, client, tmp_path):
 
 
 def test_resume_reuses_run_and_finished_trial_is_refused(uri, client):
-    study = MLflowStudy(uri, "resume")
+    study = MLflowStudy.open(uri, "resume")
     first = trial(study, "r")
     first.log_metrics({"reward/mean": 0.5}, 0)
     first.close("KILLED")  # e.g. the worker was preempted
@@ -191,7 +191,7 @@ def test_a_resumed_run_logs_each_metric_step_exactly_once(uri, client):
     """A trial resumed from a checkpoint at step 1 recomputes steps 2-3 that the killed process
     had already sent: the resumed tracker knows which (metric, step) the run holds and skips
     them, within a process too."""
-    study = MLflowStudy(uri, "repeat")
+    study = MLflowStudy.open(uri, "repeat")
     first = trial(study, "r")
     for step in range(4):
         first.log_metrics({"reward/mean": float(step), "loss": -float(step)}, step)
@@ -222,7 +222,9 @@ def test_guard_stops_writes_of_a_tracker_that_lost_its_lease(uri, client):
         if lost:
             raise RuntimeError("lease lost")
 
-    tracker = MLflowStudy(uri, "guarded").trial_tracker("g", run_name="g", tags={}, guard=guard)
+    tracker = MLflowStudy.open(uri, "guarded").trial_tracker(
+        "g", run_name="g", tags={}, guard=guard
+    )
     tracker.log_metrics({"x": 1.0}, 0)
     tracker.flush()
     lost.append(True)
@@ -233,7 +235,7 @@ def test_guard_stops_writes_of_a_tracker_that_lost_its_lease(uri, client):
 
 
 def test_trial_status_and_load_runs(uri, client):
-    study = MLflowStudy(uri, "status", experiment="status-experiment")
+    study = MLflowStudy.open(uri, "status", experiment="status-experiment")
     done, failed, running = trial(study, "done"), trial(study, "failed"), trial(study, "running")
     done.log_metrics({"eval/accuracy": 0.75}, 5)
     done.log_params({"algo.clip_high": 0.28})
@@ -241,7 +243,7 @@ def test_trial_status_and_load_runs(uri, client):
     failed.close("FAILED")
     assert study.trial_status() == {"done": "FINISHED", "failed": "FAILED", "running": "RUNNING"}
     # Another study in the same database does not leak in.
-    assert MLflowStudy(uri, "status-other").trial_status() == {}
+    assert MLflowStudy.open(uri, "status-other").trial_status() == {}
     frame = load_runs(uri, "status")
     assert len(frame) == 3
     assert set(frame["run_id"]) == {done.run_id, failed.run_id, running.run_id}
@@ -255,7 +257,7 @@ def test_trial_status_and_load_runs(uri, client):
 
 
 def test_study_artifact_tags_and_close(uri, client, tmp_path):
-    study = MLflowStudy(uri, "study-artifacts")
+    study = MLflowStudy.open(uri, "study-artifacts")
     table = tmp_path / "pass_at_g.csv"
     pd.DataFrame({"model": ["m"], "template": ["plain"], "pass@8": [0.5]}).to_csv(table)
     study.log_artifact(table)
@@ -265,19 +267,19 @@ def test_study_artifact_tags_and_close(uri, client, tmp_path):
     assert [a.path for a in client.list_artifacts(study.run_id)] == ["pass_at_g.csv"]
     assert run.data.tags["reference"] == "grpo"
     assert run.info.status == "FINISHED"
-    assert client.get_run(MLflowStudy(uri, "study-artifacts").run_id).info.status == "RUNNING"
+    assert client.get_run(MLflowStudy.open(uri, "study-artifacts").run_id).info.status == "RUNNING"
 
 
 def test_bad_status_and_quotes_are_rejected(uri):
-    study = MLflowStudy(uri, "bad")
+    study = MLflowStudy.open(uri, "bad")
     with pytest.raises(ValueError, match="FINISHED"):
         trial(study, "x").close("DONE")
     with pytest.raises(ValueError, match="quotes"):
-        MLflowStudy(uri, "it's")
+        MLflowStudy.open(uri, "it's")
 
 
 def test_tracker_context_manager_marks_failure(uri):
-    study = MLflowStudy(uri, "context")
+    study = MLflowStudy.open(uri, "context")
     with pytest.raises(RuntimeError), trial(study, "boom"):
         raise RuntimeError("diverged")
     assert study.trial_status() == {"boom": "FAILED"}

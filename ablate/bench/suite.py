@@ -54,7 +54,7 @@ class Bench:
         if self._store is None:
             uri = default_tracking_uri(self.scratch / "mlflow")
             init_store(uri)
-            self._store = MLflowStudy(uri, "ablate-bench")
+            self._store = MLflowStudy.open(uri, "ablate-bench")
         case_id = f"case-{len(self._trackers) + 1}"
         self._trackers.append(self._store.trial_tracker(case_id, run_name=label, tags={}))
         return self._trackers[-1]

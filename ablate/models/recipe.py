@@ -26,7 +26,10 @@ class ModelSize:
 
 @dataclass(frozen=True, kw_only=True)
 class EvalSpec:
-    """How Pass@1 / Pass@8 are measured: fixed eval problems and a fixed sampling seed."""
+    """How Pass@1 / Pass@8 are measured: fixed eval problems and a fixed sampling seed.
+
+    Not `ablate.trial.EvalSpec` (a trial's eval cadence): the two share no field but
+    `temperature`, and this one is part of `ZooRecipe.content_hash`."""
 
     problems: int = 64
     samples: int = 8

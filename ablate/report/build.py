@@ -127,7 +127,7 @@ def attach_to_mlflow(uri: str, study_name: str, folder: Path) -> bool:
     then set the parent run back to FINISHED (`MLflowStudy` reopens it as RUNNING)."""
     if tracking.study_run_id(uri, study_name) is None:
         return False
-    parent = tracking.MLflowStudy(uri, study_name)
+    parent = tracking.MLflowStudy.open(uri, study_name)
     try:
         for path in sorted(folder.rglob("*")):
             if path.is_file():

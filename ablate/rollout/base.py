@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, fields
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import torch
 from torch import Tensor
@@ -154,6 +154,11 @@ class RolloutEngine(Protocol):
         *,
         problem_ids: Sequence[str] | None = None,
     ) -> Rollouts: ...
+
+    def sync_weights(self, model: Any) -> None:
+        """Make later samples come from `model`'s current weights (the trainer calls it after
+        every update; a no-op for engines that sample from the training model itself)."""
+        ...
 
 
 def resolve_problem_ids(prompts: Sequence[str], problem_ids: Sequence[str] | None) -> list[str]:

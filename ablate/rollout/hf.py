@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -58,6 +59,9 @@ class HFEngine:
         self.pad_id = int(pad) if pad is not None else self.eos_id
         self._stop_candidates: dict[tuple[str, ...], Tensor] = {}
         self._token_texts: list[str] | None = None
+
+    def sync_weights(self, model: Any) -> None:
+        """Nothing to copy: this engine samples from the training model itself."""
 
     def generate(
         self,
