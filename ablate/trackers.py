@@ -119,6 +119,17 @@ def _git(*args: str) -> str | None:
     return out.stdout.strip() if out.returncode == 0 else None
 
 
+def cpu_model() -> str:
+    """The CPU's model name (float kernels, and so bit-exact results, depend on it)."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "unknown CPU"
+
+
 def environment_tags() -> dict[str, str]:
     """Git commit of the code (plus whether the tree had uncommitted changes) and versions."""
     commit = _git("rev-parse", "HEAD")

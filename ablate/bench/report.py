@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ablate.bench.harness import Row
+from ablate.trackers import cpu_model
 
 CSV_COLUMNS = (
     "section",
@@ -122,16 +123,6 @@ class Meta:
             f"- command: `{self.command}`",
             f"- total wall time: {self.seconds:.0f} s",
         ]
-
-
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown CPU"
 
 
 def versions() -> str:

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from ablate.models import store
 from ablate.models.recipe import Rung, ZooRecipe
+from ablate.trackers import cpu_model
 
 #: progress(step, total_steps, loss, measured_or_None) — the CLI draws it; None = silent.
 Progress = Callable[[int, int, float, dict | None], None]
@@ -80,19 +81,9 @@ def build_environment(recipe: ZooRecipe) -> dict[str, object]:
         "transformers": transformers.__version__,
         "python": platform.python_version(),
         "cpu_capability": torch.backends.cpu.get_cpu_capability(),
-        "cpu": _cpu_name(),
+        "cpu": cpu_model(),
         "threads": torch.get_num_threads(),
     }
-
-
-def _cpu_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def _build(recipe: ZooRecipe, scratch: Path, progress: Progress | None, env: dict) -> BuildResult:
