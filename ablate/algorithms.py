@@ -53,7 +53,7 @@ class Algorithm:
     scale: Scale = "group_std"
     """Divide centred rewards by the group's std, the whole batch's std, or nothing (Dr. GRPO)."""
     std_unbiased: bool = True
-    """Std with N-1 (TRL, verl, oat) instead of N (the tutorial's formula)."""
+    """Std with N-1 (`torch.std`'s default, which TRL, verl and oat use) instead of N."""
     std_eps: float = 1e-6
     """Added to the std before dividing (TRL 1e-4, verl 1e-6, oat 1e-8)."""
 

@@ -21,13 +21,7 @@ app = typer.Typer(
 )
 
 for _name in COMMAND_MODULES:
-    try:
-        _module = importlib.import_module(f"ablate.commands.{_name}")
-    except ModuleNotFoundError as exc:  # a command group that has not landed yet
-        if exc.name != f"ablate.commands.{_name}":
-            raise
-        continue
-    _module.register(app)
+    importlib.import_module(f"ablate.commands.{_name}").register(app)
 
 
 def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:

@@ -1,4 +1,5 @@
-"""The tutorial's §10 monitoring checklist as small functions: batch tensors in, named floats out.
+"""What to watch during RL training (reward and its group variance, lengths by correctness,
+truncation, entropy, advantages) as small functions: batch tensors in, named floats out.
 
 Names are namespaced (`reward/`, `policy/`, `length/`, `entropy/`, `budget/`, `eval/`, `perf/`).
 """

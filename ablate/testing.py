@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 
 from ablate.rollout.base import Rollouts, SamplingParams, check_group_size, resolve_problem_ids
+from ablate.tasks.base import Problem, Verdict
 
 #: Characters of the test tokenizer: digits, arithmetic, a little punctuation, lowercase letters.
 DEFAULT_ALPHABET = "0123456789+-*/=()., ?:!#\n<>abcdefghijklmnopqrstuvwxyz"
@@ -200,22 +201,9 @@ class ScriptedEngine:
 # -- a toy task and template with the interfaces of ablate.tasks / ablate.templates --------------
 
 
-@dataclass(frozen=True)
-class ToyProblem:
-    id: str
-    question: str
-    answer: str
-    data: Mapping[str, Any] = field(default_factory=dict, hash=False)
-
-
-@dataclass(frozen=True)
-class ToyVerdict:
-    reward: float
-    correct: bool
-    answer: str | None
-    format_ok: bool
-    error: str | None = None
-    self_check: bool | None = None
+#: The toy task's problems and verdicts are the real ones.
+ToyProblem = Problem
+ToyVerdict = Verdict
 
 
 @dataclass(frozen=True)

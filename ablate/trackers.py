@@ -106,7 +106,7 @@ class MemoryTracker:
 
 # --- MLflow ---------------------------------------------------------------------------------------
 
-# MLflow's limits (platform notes): longer values are rejected, so they are truncated here.
+# MLflow's limits (its REST API rejects longer values), so values are truncated here.
 
 
 def _git(*args: str) -> str | None:

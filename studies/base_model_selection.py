@@ -1,6 +1,6 @@
-"""Base-model selection (tutorial §7): GRPO from every rung of the zoo ladder, under the
-training template and its mild variant, 3 seeds. RL gain against base Pass@G answers "RL
-amplifies what the base model already samples"."""
+"""Base-model selection (claim 4 of `ablate.report.claims`): GRPO from every rung of the zoo
+ladder, under the training template and its mild variant, 3 seeds. RL gain against base Pass@G
+answers "RL amplifies what the base model already samples"."""
 
 from ablate.study import Budget, EvalSpec, PassKSpec, Study, arm
 

@@ -4,7 +4,8 @@ Set ABLATE_QWEN_MATH to a local Qwen2.5-Math checkpoint folder and ABLATE_MATH_D
 MATH-style jsonl/parquet file (`problem`, `solution` with \\boxed{}), install the extra
 (`pip install -e '.[vllm]'`), then `make study STUDY=studies/qwen_math_gpu.py`. Nothing is
 downloaded: both paths must exist. Settings follow Dr. GRPO's App. G (G=8, temperature 1,
-lr 1e-6, 3000 new tokens) and compare its qwen_math template with no template (§7.2).
+lr 1e-6, 3000 new tokens) and compare its qwen_math template with no template (Dr. GRPO §2:
+the template changes what the base model answers).
 
 All arms share one update schedule (4 mini-batches per rollout) and no KL: DAPO's preset takes
 16 updates per rollout and GRPO's a KL of 0.04, which would otherwise be credited to the

@@ -1,12 +1,17 @@
-"""The tutorial's claims as tested statements: the arms and budgets each claim needs, 3 seeds.
+"""The claims of `ablate.report.claims` as tested statements: the arms and budgets each claim
+needs, 3 seeds.
 
-- §7 base model: GRPO from every rung (gain vs base Pass@G; cells with no signal flagged).
-- §7.2 template: GRPO from the RL-ready rung under the mild template variant `plain_q`.
-- §5 Dr. GRPO length bias: GRPO vs Dr. GRPO, length of incorrect answers over training.
-- §4 clip-higher keeps entropy up: with off-policy pressure (2 epochs x 4 mini-batches) the
-  upper clip must bind on a few % of tokens before the arms can differ (toy-phenomena §3b).
-- §6 GSPO: token- vs sequence-ratio variance against completion length.
-- §4 dynamic sampling: gain per step vs extra generation spent.
+- Claim 4, base model: GRPO from every rung (gain vs base Pass@G; cells with no signal flagged).
+- Claim 5, template: GRPO from the RL-ready rung under the mild template variant `plain_q`.
+- Claim 1b, Dr. GRPO length bias (Liu et al. 2025, §3.1): GRPO vs Dr. GRPO, length of
+  incorrect answers over training.
+- Claim 2, clip-higher keeps entropy up (Yu et al. 2025, DAPO §3.1): with off-policy pressure
+  (2 epochs x 4 mini-batches) the upper clip must bind on a few % of tokens
+  (`claim_rules.CLIP_BINDS_MIN`) before the arms can differ; on-policy, the ratio is 1 and no
+  clip binds.
+- Claim 3, GSPO (Zheng et al. 2025, §3): token- vs sequence-ratio variance against completion
+  length.
+- Dynamic sampling (Yu et al. 2025, DAPO §3.2): gain per step vs extra generation spent.
 All arms share 4 mini-batches per rollout so the schedule is not a confound."""
 
 from ablate.study import Budget, Cells, EvalSpec, PassKSpec, Study, arm

@@ -11,7 +11,7 @@ import pytest
 import ablate
 from ablate.errors import ConfigError
 
-# The differences the issue and the papers define (see each module's citations).
+# The differences the papers define (see each baselines/ module's citations).
 EXPECTED_DIFF = {
     "grpo": set(),
     "dr_grpo": {"scale", "loss_agg", "kl_coef"},

@@ -83,10 +83,10 @@ def test_token_weights_by_hand():
 
 
 def test_1a_is_analytic_it_holds_for_the_presets_and_fails_for_equal_weights():
-    c = claims.claim_1a(make([]))
+    c = claims.claim_length_norm_downweights_long_tokens(make([]))
     assert c.verdict == claims.HOLDS and c.value == pytest.approx(0.5)
-    assert claims.claim_1a_verdict(1.0, 1.0, 60, 30).verdict == claims.FAILS
-    assert claims.claim_1a_verdict(0.5, 0.5, 60, 30).verdict == claims.FAILS
+    assert claims.length_norm_weighting_verdict(1.0, 1.0, 60, 30).verdict == claims.FAILS
+    assert claims.length_norm_weighting_verdict(0.5, 0.5, 60, 30).verdict == claims.FAILS
     # reported apart from the empirical claims, never among their verdicts
     assert list(claims.analytic_claims(make([]))["id"]) == ["1a"]
     assert "1a" not in set(claims.evaluate_claims(make([]))["id"])
@@ -114,20 +114,30 @@ def _lengths(grpo_growth, dr_growth, seeds=SEEDS, grpo="grpo", algorithms=True):
     ],
 )
 def test_1b_length_growth(grpo, dr, expected):
-    c = judged(claims.claim_1b(_lengths(grpo, dr)))
+    c = judged(claims.claim_std_norm_lengthens_wrong_answers(_lengths(grpo, dr)))
     assert c.verdict == expected and c.n == 6 and c.arms == "grpo vs dr_grpo"
 
 
 def test_1b_three_seeds_are_tested_by_paired_t_two_are_not():
-    three = judged(claims.claim_1b(_lengths(lambda s: 100 + s, lambda s: 0, seeds=range(3))))
+    three = judged(
+        claims.claim_std_norm_lengthens_wrong_answers(
+            _lengths(lambda s: 100 + s, lambda s: 0, seeds=range(3))
+        )
+    )
     # per-seed differences (the growth of the last minus the first quarter) 75, 75.75, 76.5
     assert three.verdict == claims.SUPPORTED and three.n == 3 and three.p_value < 1e-3
-    two = judged(claims.claim_1b(_lengths(lambda s: 100, lambda s: 0, seeds=range(2))))
+    two = judged(
+        claims.claim_std_norm_lengthens_wrong_answers(
+            _lengths(lambda s: 100, lambda s: 0, seeds=range(2))
+        )
+    )
     assert two.verdict == claims.NOT_TESTABLE and "n=2" in two.note
 
 
 def test_1b_not_tested_when_the_pair_also_differs_in_kl_and_says_so():
-    c = claims.claim_1b(_lengths(lambda s: 10, lambda s: 0, grpo="grpo_kl"))
+    c = claims.claim_std_norm_lengthens_wrong_answers(
+        _lengths(lambda s: 10, lambda s: 0, grpo="grpo_kl")
+    )
     assert c.verdict == claims.NOT_TESTED and "kl_coef" in c.note
 
 
@@ -135,12 +145,12 @@ def test_pairs_rebuilt_from_the_frame_treat_none_fields_as_equal():
     # pandas stores None as NaN and NaN != NaN: dual_clip=None in both arms is no difference
     data = _lengths(lambda s: 10 + s, lambda s: 0, algorithms=False)
     assert data.algorithm("grpo").dual_clip is None
-    assert judged(claims.claim_1b(data)).verdict == claims.SUPPORTED
+    assert judged(claims.claim_std_norm_lengthens_wrong_answers(data)).verdict == claims.SUPPORTED
 
 
 def test_1b_not_tested_without_a_dr_grpo_arm():
     data = make([("grpo", "m", 0, {"length/incorrect_mean": [1, 2]})])
-    assert claims.claim_1b(data).verdict == claims.NOT_TESTED
+    assert claims.claim_std_norm_lengthens_wrong_answers(data).verdict == claims.NOT_TESTED
 
 
 # --- 2 ---------------------------------------------------------------------------------------
@@ -162,18 +172,18 @@ def _entropy(delta, clip_binds=0.05, high="grpo_ch"):
     ],
 )
 def test_2_clip_higher_entropy(delta, expected):
-    c = judged(claims.claim_2(_entropy(delta)))
+    c = judged(claims.claim_clip_higher_keeps_entropy(_entropy(delta)))
     assert c.verdict == expected and c.arms == "grpo_ch vs grpo" and "5.00%" in c.note
 
 
 def test_2_not_tested_when_clip_higher_comes_with_another_schedule():
     # DAPO's path credited clip-higher with 16 updates per rollout: such a pair is refused
-    c = claims.claim_2(_entropy(lambda s: 0.05, high="grpo_ch_mb4"))
+    c = claims.claim_clip_higher_keeps_entropy(_entropy(lambda s: 0.05, high="grpo_ch_mb4"))
     assert c.verdict == claims.NOT_TESTED and "minibatches" in c.note
 
 
 def test_2_not_testable_when_the_upper_clip_barely_binds():
-    c = claims.claim_2(_entropy(lambda s: 0.05, clip_binds=0.003))
+    c = claims.claim_clip_higher_keeps_entropy(_entropy(lambda s: 0.05, clip_binds=0.003))
     assert c.verdict == claims.NOT_TESTABLE and "0.30%" in c.note
 
 
@@ -207,7 +217,10 @@ def _ratios(token_sign, seq_sign, n=6):
     ],
 )
 def test_3_ratio_variance_against_length(tok, seq, expected):
-    assert judged(claims.claim_3(_ratios(tok, seq))).verdict == expected
+    assert (
+        judged(claims.claim_token_ratio_variance_grows_with_length(_ratios(tok, seq))).verdict
+        == expected
+    )
 
 
 def test_3_averages_within_a_seed_so_n_counts_seeds_not_trials():
@@ -219,11 +232,16 @@ def test_3_averages_within_a_seed_so_n_counts_seeds_not_trials():
             [data.history, data.history.assign(trial_id=lambda h: h["trial_id"] + "b")]
         ),
     )
-    assert claims.claim_3(twice).n == 3  # 6 trials, 3 seeds
+    assert claims.claim_token_ratio_variance_grows_with_length(twice).n == 3  # 6 trials, 3 seeds
 
 
 def test_3_not_testable_when_ratios_are_constant():
-    assert claims.claim_3(_ratios(lambda s: 0, lambda s: 0)).verdict == claims.NOT_TESTABLE
+    assert (
+        claims.claim_token_ratio_variance_grows_with_length(
+            _ratios(lambda s: 0, lambda s: 0)
+        ).verdict
+        == claims.NOT_TESTABLE
+    )
 
 
 # --- 4 ---------------------------------------------------------------------------------------
@@ -256,7 +274,7 @@ def _gain_vs_passg(gain_of, pass_g=(0.0, 0.1, 0.3, 0.5, 0.7, 0.9, 0.95, 1.0)):
     ],
 )
 def test_4_gain_grows_with_base_pass_at_g(gain, expected):
-    c = judged(claims.claim_4(_gain_vs_passg(gain)))
+    c = judged(claims.claim_gain_grows_with_base_pass_at_g(_gain_vs_passg(gain)))
     assert c.verdict == expected and c.n == 8
 
 
@@ -265,12 +283,18 @@ def test_4_permutation_p_over_cells_by_hand():
     # |rho| = 1, so the two-sided exact p is 2/24 (four cells can never reach 0.05)
     rho, p = claims.permutation_rho(np.array([0.1, 0.2, 0.3, 0.4]), np.array([1.0, 2, 3, 4]))
     assert rho == pytest.approx(1.0) and p == pytest.approx(2 / 24)
-    c = judged(claims.claim_4(_gain_vs_passg(lambda pg: pg, pass_g=(0.0, 0.3, 0.6, 0.9))))
+    c = judged(
+        claims.claim_gain_grows_with_base_pass_at_g(
+            _gain_vs_passg(lambda pg: pg, pass_g=(0.0, 0.3, 0.6, 0.9))
+        )
+    )
     assert c.verdict == claims.INCONCLUSIVE and c.p_value == pytest.approx(2 / 24)
 
 
 def test_4_not_tested_with_two_base_models():
-    c = claims.claim_4(_gain_vs_passg(lambda pg: pg, pass_g=(0.0, 1.0)))
+    c = claims.claim_gain_grows_with_base_pass_at_g(
+        _gain_vs_passg(lambda pg: pg, pass_g=(0.0, 1.0))
+    )
     assert c.verdict == claims.NOT_TESTED
 
 
@@ -302,7 +326,10 @@ def _templates(p_other, half_width):
     ],
 )
 def test_5_template_changes_base_pass_at_k(p_other, half, expected):
-    assert judged(claims.claim_5(_templates(p_other, half))).verdict == expected
+    assert (
+        judged(claims.claim_template_changes_base_pass_at_k(_templates(p_other, half))).verdict
+        == expected
+    )
 
 
 def test_template_contrasts_holm_adjusts_across_models():
@@ -345,17 +372,17 @@ def _pass_gains(g1, gk, base_k=0.8, model="m"):
     ],
 )
 def test_6_pass_at_1_gains_more_than_pass_at_k(g1, gk, expected):
-    c = judged(claims.claim_6(make(_pass_gains(g1, gk))))
+    c = judged(claims.claim_rl_raises_pass_at_1_more_than_pass_at_k(make(_pass_gains(g1, gk))))
     assert c.verdict == expected and c.n == 6
 
 
 def test_6_marks_ceiling_cells_instead_of_counting_them():
     at_ceiling = _pass_gains(lambda s: 0.1, lambda s: 0.0, base_k=0.97, model="sat")
-    only = claims.claim_6(make(at_ceiling))
+    only = claims.claim_rl_raises_pass_at_1_more_than_pass_at_k(make(at_ceiling))
     assert only.verdict == claims.NOT_TESTABLE and "sat" in only.note
     # with a non-ceiling cell beside it, the ceiling cell is named and left out
     mixed = make(at_ceiling + _pass_gains(lambda s: -0.1 - 0.01 * s, lambda s: 0.0))
-    c = judged(claims.claim_6(mixed))
+    c = judged(claims.claim_rl_raises_pass_at_1_more_than_pass_at_k(mixed))
     assert c.verdict == claims.CONTRADICTED and "sat" in c.note and c.n == 6
 
 

@@ -11,7 +11,7 @@ from typing import ClassVar
 import pytest
 
 from ablate.errors import ConfigError
-from ablate.tasks import CHARSET, Problem, Task, Verdict, get_task, task_names, verdict_stats
+from ablate.tasks import CHARSET, Problem, Task, Verdict, get_task, task_names
 from ablate.tasks.base import TIMEOUT, Split
 from ablate.templates import get_template, template_names
 
@@ -103,21 +103,6 @@ def test_a_verifier_overrunning_its_limit_is_reported_as_timeout():
     task = _Broken(delay=0.2, time_limit=0.05)
     v = task.verify(task.problems("eval")[0], "fine", get_template("plain"))
     assert v.error == TIMEOUT and not v.correct and v.reward == 0.0
-
-
-def test_verdict_stats_count_errors_and_rates_by_hand():
-    verdicts = [
-        Verdict(1.0, True, "1", True, self_check=True, mismatch=False),
-        Verdict(0.0, False, "2", True, self_check=False, mismatch=True),
-        Verdict(0.0, False, None, False, error=TIMEOUT),
-        Verdict(0.0, False, None, False, error="math-verify: boom"),
-    ]
-    stats = verdict_stats(verdicts)
-    assert stats["reward/mean"] == 0.25 and stats["reward/correct"] == 0.25
-    assert stats["reward/format_ok"] == 0.5
-    assert stats["reward/verifier_errors"] == 2 and stats["reward/verifier_timeouts"] == 1
-    assert stats["reward/self_check_rate"] == 0.5 and stats["reward/mismatch_rate"] == 0.5
-    assert "reward/self_check_rate" not in verdict_stats([Verdict(0.0, False, None, False)])
 
 
 @pytest.mark.parametrize("name", ["arithmetic", "countdown"])

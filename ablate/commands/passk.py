@@ -76,17 +76,11 @@ def passk(
             engine_factory=lambda name: _make_engine(name, engine),
             max_problems=max_problems,
             progress=progress,
-            on_cell=log_cell_to_tracker,
         )
     out.parent.mkdir(parents=True, exist_ok=True)
     table.to_csv(out, index=False)
     console.print(_rich_table(table))
     console.print(f"wrote {out}")
-
-
-def log_cell_to_tracker(rows: list[dict]) -> None:
-    """Hook for experiment tracking of one (model, template) cell: MLflow logging arrives with
-    the tracking issue; until then the CSV is the record."""
 
 
 def _make_engine(name: str, kind: str):

@@ -71,8 +71,6 @@ RECIPES: dict[str, ZooRecipe] = {
     ),
 }
 
-DEFAULT_RECIPE = "ladder"
-
 #: Recipes whose models ship prebuilt (ablate/models/zoo/): their names always mean the shipped
 #: weights. A local rebuild is not bit-identical across machines, so it never takes the name.
 SHIPPED_RECIPES = frozenset({"ladder"})

@@ -14,8 +14,8 @@ BUILD_VERSION = 1
 
 @dataclass(frozen=True, kw_only=True)
 class ModelSize:
-    """A Llama-architecture causal LM with tied embeddings (see platform-notes: a Qwen2 config
-    makes AutoTokenizer swap in Qwen2's tokenizer)."""
+    """A Llama-architecture causal LM with tied embeddings (Llama, not Qwen2: for a Qwen2 config,
+    transformers' AutoTokenizer swaps in Qwen2's tokenizer for the char tokenizer)."""
 
     hidden: int = 128
     intermediate: int = 512
@@ -43,7 +43,8 @@ class EvalSpec:
 @dataclass(frozen=True, kw_only=True)
 class PretrainSpec:
     """Supervised pretraining on freshly generated worked solutions (loss on completion tokens
-    only). Defaults are the recipe measured in reference/toy-phenomena.md section 1."""
+    only). The defaults are the recipe the shipped `ladder` models were pretrained with
+    (`catalog.RECIPES` overrides only `max_steps`)."""
 
     task: str = "arithmetic"
     task_options: tuple[tuple[str, object], ...] = (("layout", "pre"),)

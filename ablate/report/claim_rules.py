@@ -15,7 +15,7 @@ from ablate.report import stats
 from ablate.report.load import StudyData
 
 ALPHA = stats.ALPHA
-CLIP_BINDS_MIN = 0.02  # issue 7: below ~2% of tokens at the upper clip, clip-higher cannot act
+CLIP_BINDS_MIN = 0.02  # upper clip binds on under ~2% of tokens: clip-higher cannot act
 NO_SIGNAL_PASS_AT_G = 0.05  # base Pass@G below this: "no signal to amplify"
 CEILING = 0.95  # claim 6: a base pass@k this high leaves pass@k no room to gain
 EQUIVALENCE = 0.02  # claim 5: template effects whose CIs all lie within ±0.02 count as none

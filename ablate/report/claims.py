@@ -1,4 +1,6 @@
-"""The tutorial's claims as testable statements, each with its statistic, N, p-value and verdict.
+"""Claims of the GRPO-family papers as testable statements, each with its statistic, N, p-value
+and verdict. Each claim keeps its report ID (1a, 1b, 2 ... 6); its function is named for what it
+tests.
 
 Verdict rule (fixed in advance, the same for every empirical claim): each claim's test gives a
 two-sided p-value; Holm adjusts them over the claims tested in the study; "supported" when the
@@ -60,7 +62,11 @@ def token_weights(loss_agg: str, norm: int | None, long: int, short: int) -> tup
     return float(loss.grad[0, 0]), float(loss.grad[1, 0])
 
 
-def claim_1a(data: StudyData) -> Claim:
+def claim_length_norm_downweights_long_tokens(data: StudyData) -> Claim:
+    """Claim 1a (Liu et al. 2025, Dr. GRPO §3.1, "response-level length bias"): GRPO's 1/|o_i|
+    gives a token of a long completion less weight than one of a short completion; Dr. GRPO's
+    constant weights both alike. Analytic: read off the gradient of each preset's loss
+    aggregation at the study's generation budget, no training."""
     from ablate.presets import baseline
 
     budget = data.max_new_tokens or 80
@@ -70,10 +76,12 @@ def claim_1a(data: StudyData) -> Claim:
         algo = baseline(name).resolve(max_new_tokens=budget)
         w_long, w_short = token_weights(algo.loss_agg, algo.loss_norm_constant, long, short)
         ratios[name] = w_long / w_short
-    return claim_1a_verdict(ratios["grpo"], ratios["dr_grpo"], long, short)
+    return length_norm_weighting_verdict(ratios["grpo"], ratios["dr_grpo"], long, short)
 
 
-def claim_1a_verdict(grpo_ratio: float, dr_ratio: float, long: int, short: int) -> Claim:
+def length_norm_weighting_verdict(
+    grpo_ratio: float, dr_ratio: float, long: int, short: int
+) -> Claim:
     """GRPO must weight a long token less (ratio < 1) and Dr. GRPO equally (ratio = 1)."""
     ok = grpo_ratio < 1 - 1e-9 and abs(dr_ratio - 1) < 1e-9
     return Claim(
@@ -90,7 +98,9 @@ def claim_1a_verdict(grpo_ratio: float, dr_ratio: float, long: int, short: int) 
 
 
 # --- (1b) length growth of incorrect answers, (2) clip-higher and entropy ---------------------
-def claim_1b(data: StudyData) -> Claim:
+def claim_std_norm_lengthens_wrong_answers(data: StudyData) -> Claim:
+    """Claim 1b (Liu et al. 2025, Dr. GRPO §3.1): under GRPO's std scaling and per-sequence
+    length normalisation, incorrect answers grow longer over training than under Dr. GRPO."""
     base = Claim(
         id="1b",
         statement="with std scaling and per-sequence length normalisation (GRPO), incorrect "
@@ -108,7 +118,9 @@ def claim_1b(data: StudyData) -> Claim:
     return r.pair_claim(base, data, m.trend(data.history, "length/incorrect_mean"), pair)
 
 
-def claim_2(data: StudyData) -> Claim:
+def claim_clip_higher_keeps_entropy(data: StudyData) -> Claim:
+    """Claim 2 (Yu et al. 2025, DAPO §3.1 Clip-Higher): a larger upper clip keeps token entropy
+    higher than a symmetric clip. Not testable when the upper clip rarely binds."""
     base = Claim(
         id="2",
         statement="clip-higher keeps token entropy higher than symmetric clipping",
@@ -140,7 +152,9 @@ def _rho(frame: pd.DataFrame, x: str, y: str) -> float:
     return float(pts[x].rank().corr(pts[y].rank()))
 
 
-def claim_3(data: StudyData) -> Claim:
+def claim_token_ratio_variance_grows_with_length(data: StudyData) -> Claim:
+    """Claim 3 (Zheng et al. 2025, GSPO §3): the variance of token-level importance ratios grows
+    with completion length; that of GSPO's length-normalised sequence ratio does not."""
     base = Claim(
         id="3",
         statement="token-ratio variance grows with completion length; the sequence ratio's "
@@ -221,7 +235,9 @@ def permutation_rho(x: np.ndarray, y: np.ndarray, *, seed: int = 0) -> tuple[flo
     return observed, float(np.mean(null >= abs(observed) - 1e-12))
 
 
-def claim_4(data: StudyData) -> Claim:
+def claim_gain_grows_with_base_pass_at_g(data: StudyData) -> Claim:
+    """Claim 4: RL gain is ~0 where the base model's Pass@G is ~0 and grows with it (a group
+    with no correct sample has zero group-relative advantage, so it teaches nothing)."""
     base = Claim(
         id="4",
         statement="RL gain is ~0 where base Pass@G is ~0 and grows with base Pass@G",
@@ -249,7 +265,10 @@ def claim_4(data: StudyData) -> Claim:
     return replace(base, verdict=INCONCLUSIVE, **fields)
 
 
-def claim_6(data: StudyData) -> Claim:
+def claim_rl_raises_pass_at_1_more_than_pass_at_k(data: StudyData) -> Claim:
+    """Claim 6 (Yue et al. 2025, "Does Reinforcement Learning Really Incentivize Reasoning
+    Capacity in LLMs Beyond the Base Model?", arXiv 2504.13837): RL raises pass@1 more than
+    pass@k at large k. Cells whose base pass@k is at the ceiling are left out."""
     ks = [k for k in m.eval_ks(data.history) if k > 1]
     k = max(ks) if ks else None
     base = Claim(
@@ -298,7 +317,9 @@ def template_contrasts(passk: pd.DataFrame, k: int = 1) -> pd.DataFrame:
     return out
 
 
-def claim_5(data: StudyData) -> Claim:
+def claim_template_changes_base_pass_at_k(data: StudyData) -> Claim:
+    """Claim 5 (Liu et al. 2025, Dr. GRPO §2): the prompt template changes the base model's
+    Pass@k. Measured on the Pass@G phase, before any training."""
     base = Claim(
         id="5",
         statement="the prompt template changes base Pass@k",
@@ -330,8 +351,15 @@ def claim_5(data: StudyData) -> Claim:
     )
 
 
-EMPIRICAL = (claim_1b, claim_2, claim_3, claim_4, claim_5, claim_6)
-ANALYTIC = (claim_1a,)
+EMPIRICAL = (
+    claim_std_norm_lengthens_wrong_answers,
+    claim_clip_higher_keeps_entropy,
+    claim_token_ratio_variance_grows_with_length,
+    claim_gain_grows_with_base_pass_at_g,
+    claim_template_changes_base_pass_at_k,
+    claim_rl_raises_pass_at_1_more_than_pass_at_k,
+)
+ANALYTIC = (claim_length_norm_downweights_long_tokens,)
 
 
 def evaluate_claims(data: StudyData) -> pd.DataFrame:

@@ -20,11 +20,6 @@ def final_value(history: pd.DataFrame, metric: str) -> pd.Series:
     return rows.groupby("trial_id")["value"].last()
 
 
-def first_value(history: pd.DataFrame, metric: str) -> pd.Series:
-    rows = curve(history, metric)
-    return rows.groupby("trial_id")["value"].first()
-
-
 def window_mean(history: pd.DataFrame, metric: str, start: float, stop: float) -> pd.Series:
     """Mean over the steps in the [start, stop] fraction of each trial's logged steps (e.g.
     0.75-1.0 = the last quarter): one noisy step does not decide a trend."""

@@ -146,7 +146,7 @@ def claims_table(claims: pd.DataFrame, name: str = "claims") -> Table:
         )
     if name == "claims":
         caption = (
-            "The tutorial's claims tested on this study's data (N = seeds unless stated). A "
+            "The papers' claims tested on this study's data (N = seeds unless stated). A "
             "verdict is 'supported' when the Holm-adjusted p (over the claims tested here) is "
             "< 0.05 with the estimate in the predicted direction, 'contradicted' when it is "
             "< 0.05 in the opposite direction, otherwise 'inconclusive'; 'not tested' says why."

@@ -14,7 +14,6 @@ from ablate.tasks.base import (
     get_task,
     synthetic_charset,
     task_names,
-    verdict_stats,
 )
 
 __all__ = [
@@ -25,5 +24,4 @@ __all__ = [
     "get_task",
     "synthetic_charset",
     "task_names",
-    "verdict_stats",
 ]

@@ -8,9 +8,9 @@ One completion under `plain` (prompt `Question: 28+65+18\\nAnswer:`):
   each further one with probability `check_rate`):
   ` 28+65=93;93+18=111;ck:18+65=83;83+28=111;#### 111\\nrk:18+65+28=111`
 
-Why two layouts (measured in shared/reference/toy-phenomena.md): a check before the answer is one
-more chance to slip, so every algorithm learns to drop it. For the Dr. GRPO length bias to have a
-chance, a length choice must be reward-neutral and come after a state where an error is visible;
+Why two layouts (measured on the zoo models): a check before the answer is one more chance to
+slip, so every algorithm learns to drop it. For the Dr. GRPO length bias to have a chance, a
+length choice must be reward-neutral and come after a state where an error is visible;
 in "tail" a mismatch between the mandatory check and the main result precedes the optional tail.
 `Verdict.mismatch` records that mismatch and `Verdict.self_check` the optional part (the check in
 "pre", the tail in "tail"), so "tail rate | mismatch" can be logged per algorithm.

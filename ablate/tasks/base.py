@@ -2,8 +2,8 @@
 
 A verifier outcome is one of: correct, wrong (the model's fault: reward 0, `error` None), or a
 verifier error / timeout (our fault or an input we could not judge in time: reward 0 and `error`
-set). Errors are never folded silently into a wrong answer: `verdict_stats` counts them and the
-trainer logs them under `reward/`.
+set). Errors are never folded silently into a wrong answer: training counts them as
+`budget/verifier_errors` and evaluation as `eval/verifier_errors`.
 
 How the time limit holds: every parser here is bounded by construction (length, depth and digit
 caps before any arithmetic; extraction by linear scans), and math-verify, the one step that can
@@ -153,29 +153,6 @@ def completion_lead(template: Template, question: str) -> str:
     """A space after a prompt that ends in a non-space (`Answer:`), nothing otherwise."""
     prompt = template.render(question)
     return " " if prompt and not prompt[-1].isspace() else ""
-
-
-def is_printable_ascii(text: str) -> bool:
-    return all(ch in CHARSET for ch in text)
-
-
-def verdict_stats(verdicts: Iterable[Verdict]) -> dict[str, float]:
-    """Batch summary under `reward/`: mean reward, correct / format rates, verifier errors and
-    timeouts (counts, never hidden in the mean), self-check and mismatch rates where defined."""
-    vs = list(verdicts)
-    n = max(len(vs), 1)
-    stats = {
-        "reward/mean": sum(v.reward for v in vs) / n,
-        "reward/correct": sum(v.correct for v in vs) / n,
-        "reward/format_ok": sum(v.format_ok for v in vs) / n,
-        "reward/verifier_errors": float(sum(v.error is not None for v in vs)),
-        "reward/verifier_timeouts": float(sum(v.error == TIMEOUT for v in vs)),
-    }
-    for key in ("self_check", "mismatch"):
-        defined = [getattr(v, key) for v in vs if getattr(v, key) is not None]
-        if defined:
-            stats[f"reward/{key}_rate"] = sum(defined) / len(defined)
-    return stats
 
 
 TASKS: Registry[Callable[..., Task]] = Registry("task")
