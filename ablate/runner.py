@@ -127,10 +127,11 @@ def identified_trials(study: Study) -> list[Trial]:
     id): a model rebuilt under the same name is a different trial, never a resumed one."""
     from ablate.models import weights_hash
 
-    hashes = {m: weights_hash(m) for m in dict.fromkeys(t.spec.model for t in study.trials())}
+    trials = study.trials()
+    hashes = {m: weights_hash(m) for m in dict.fromkeys(t.spec.model for t in trials)}
     return [
         Trial(t.arm, dataclasses.replace(t.spec, model_weights=hashes[t.spec.model]))
-        for t in study.trials()
+        for t in trials
     ]
 
 

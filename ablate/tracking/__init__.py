@@ -1,6 +1,7 @@
 """Where metrics go. The `Tracker` protocol with a no-op and an in-memory implementation; the
 MLflow one lives here too (this is the only module that may import mlflow, and it does so lazily:
-importing mlflow costs ~1.8 s, so `import ablate.tracking` must stay cheap).
+importing mlflow costs ~1.8 s, so `import ablate.tracking` must stay cheap). The package
+`ablate.tracking` (this module and `read.py`) is the only code that talks to MLflow.
 
 MLflow layout: one experiment per study (default name: the study's), one parent run per study
 (tags `ablate.kind=study`, `ablate.study`), one child run per trial (tags `ablate.kind=trial`,
@@ -18,7 +19,7 @@ import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ablate.trackers import (  # re-exported: the tracker interface beside its MLflow implementation
     METRIC_NAME,
@@ -32,9 +33,6 @@ from ablate.trackers import (  # re-exported: the tracker interface beside its M
 )
 from ablate.trackers import chunks as _chunks
 from ablate.trackers import text_value as _text
-
-if TYPE_CHECKING:
-    import pandas
 
 __all__ = [
     "METRIC_NAME",
@@ -375,57 +373,12 @@ class MLflowTracker:
         self.close("FINISHED" if exc_type is None else "FAILED")
 
 
-def load_runs(uri: str, study_name: str) -> pandas.DataFrame:
-    """One row per trial run of a study (any experiment): run_id, trial_id, status, run_name,
-    start/end time, `params.*`, `tags.*` and the last value of each metric as `metrics.*`."""
-    import pandas as pd
-
-    client = _client(uri)
-    pages = _all_pages(lambda t: client.search_experiments(page_token=t))
-    experiments = [e.experiment_id for e in pages]
-    where = f"tags.`{KIND}` = 'trial' and tags.`{STUDY}` = {_quoted(study_name)}"
-    rows = []
-    for run in _search(client, experiments, where) if experiments else []:
-        info, data = run.info, run.data
-        row = {"run_id": info.run_id, "trial_id": data.tags.get(TRIAL), "status": info.status}
-        row.update(run_name=info.run_name, start_time=info.start_time, end_time=info.end_time)
-        row.update({f"params.{k}": v for k, v in data.params.items()})
-        row.update({f"tags.{k}": v for k, v in data.tags.items()})
-        row.update({f"metrics.{k}": v for k, v in data.metrics.items()})
-        rows.append(row)
-    return pd.DataFrame(rows, columns=None if rows else ["run_id", "trial_id", "status"])
-
-
-def metric_history(uri: str, run_id: str, key: str) -> list[tuple[int, float]]:
-    """[(step, value)] of one metric in step order (the full curve, unlike `search_runs`). A step
-    logged twice (a trial resumed from a checkpoint older than its last flush) keeps the later
-    value, which the resumed run computed."""
-    history = _client(uri).get_metric_history(run_id, key)
-    curve = {m.step: m.value for m in sorted(history, key=lambda m: (m.timestamp, m.step))}
-    return sorted(curve.items())
-
-
-# --- read-only helpers for the report (ablate.report.load) -------------------------------------
-def list_artifacts(uri: str, run_id: str, path: str | None = None) -> list[str]:
-    """Artifact paths of a run directly under `path` (e.g. "samples"); [] when there are none."""
-    return [a.path for a in _client(uri).list_artifacts(run_id, path)]
-
-
-def download_artifacts(uri: str, run_id: str, path: str, dst: str | Path) -> Path:
-    """Copy a run's artifact `path` (file or folder) under `dst`; returns the local path."""
-    import os
-    from unittest import mock
-
-    Path(dst).mkdir(parents=True, exist_ok=True)
-    # one progress bar per file floods the log
-    with mock.patch.dict(os.environ, {"MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR": "false"}):
-        return Path(_client(uri).download_artifacts(run_id, path, str(dst)))
-
-
-def study_run_id(uri: str, study_name: str) -> str | None:
-    """The id of a study's parent run (oldest, as `MLflowStudy` picks it), or None."""
-    client = _client(uri)
-    pages = _all_pages(lambda t: client.search_experiments(page_token=t))
-    where = f"tags.`{KIND}` = 'study' and tags.`{STUDY}` = {_quoted(study_name)}"
-    runs = _search(client, [e.experiment_id for e in pages], where) if pages else []
-    return runs[0].info.run_id if runs else None
+# The report's read-only queries live in `ablate.tracking.read`; imported last because they use
+# this module's client and search helpers.
+from ablate.tracking.read import (  # noqa: E402
+    download_artifacts,
+    list_artifacts,
+    load_runs,
+    metric_history,
+    study_run_id,
+)
