@@ -31,7 +31,7 @@ LossAgg = Literal[
 ]
 KLEstimator = Literal["k1", "k2", "k3"]
 KLIn = Literal["loss", "reward"]
-AdvantageEstimator = Literal["group", "gae"]
+AdvantageName = Literal["group", "gae"]
 
 # Aggregations that sum token losses inside a sequence: with a sequence-level ratio each
 # sequence's (single) loss is then counted |o_i| times, i.e. weighted by its length (trl#3823).
@@ -46,7 +46,7 @@ class Algorithm:
     """A GRPO-family algorithm as a point in factor space (defaults: GRPO's core without KL)."""
 
     # --- advantages -----------------------------------------------------------------------
-    advantage: AdvantageEstimator = "group"
+    advantage: AdvantageName = "group"
     """Advantage estimator: group-relative rewards (GRPO family) or a learned critic + GAE (PPO)."""
     baseline: Baseline = "group_mean"
     """Reward baseline within a group: group mean (GRPO) or leave-one-out mean (RLOO)."""

@@ -1,12 +1,13 @@
 """Resumable trial checkpoints that survive kills and corruption.
 
 A trial's checkpoints live in `<run_dir>/checkpoints/step-NNNNNN/`: safetensors weights, the
-optimizer, scheduler, critic and every RNG state (`trainer.pt`), the trial's counters
-(`state.json`) and, written last, `manifest.json` with each file's sha256. A checkpoint is
-written into a temporary folder, every file fsynced, then renamed into place (and the parent
-folder fsynced), so it either exists whole or not at all. The newest `KEEP` checkpoints are
-kept: when the latest fails its hashes (a bad disk, a truncated copy), loading falls back to the
-one before with a warning naming the file; with none valid the trial restarts from step 0.
+optimizer, scheduler, the advantage estimator's state and every RNG state (`trainer.pt`), the
+trial's counters (`state.json`) and, written last, `manifest.json` with each file's sha256. A
+checkpoint is written into a temporary folder, every file fsynced, then renamed into place (and
+the parent folder fsynced), so it either exists whole or not at all. The newest `KEEP`
+checkpoints are kept: when the latest fails its hashes (a bad disk, a truncated copy), loading
+falls back to the one before with a warning naming the file; with none valid the trial restarts
+from step 0.
 """
 
 from __future__ import annotations
@@ -77,7 +78,7 @@ def save_checkpoint(
     optimizer: torch.optim.Optimizer,
     scheduler: Any,
     state: dict[str, Any],
-    critic: torch.nn.Module | None = None,
+    estimator_state: dict[str, Any] | None = None,
 ) -> Path:
     """Write the checkpoint of `step` atomically, then drop all but the newest `KEEP`."""
     final = _step_dir(run_dir, step)
@@ -93,8 +94,8 @@ def save_checkpoint(
         "torch": torch.get_rng_state(),
     }
     blob = {"optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(), "rng": rngs}
-    if critic is not None:  # PPO's value head (hidden_size + 1 floats: no safetensors file needed)
-        blob["critic"] = critic.state_dict()
+    # the advantage estimator's own parameters (PPO's value head: hidden_size + 1 floats)
+    blob["estimator"] = estimator_state or {}
     torch.save(blob, tmp / TRAINER)
     (tmp / STATE).write_text(json.dumps(state, indent=1, sort_keys=True))
     faults.point("checkpoint_files_written", step)
@@ -130,13 +131,11 @@ def verify(folder: Path) -> dict[str, Any]:
     return manifest
 
 
-def _restore(folder: Path, model, optimizer, scheduler, critic) -> dict[str, Any]:
+def _restore(folder: Path, model, optimizer, scheduler, estimator) -> dict[str, Any]:
     load_model(model, str(folder / WEIGHTS))
     blob = torch.load(folder / TRAINER, weights_only=False)
-    if critic is not None:
-        if "critic" not in blob:
-            raise ValueError(f"{folder / TRAINER} holds no critic state (not a GAE trial)")
-        critic.load_state_dict(blob["critic"])
+    if estimator is not None:
+        estimator.load_state_dict(blob.get("estimator", {}))
     optimizer.load_state_dict(blob["optimizer"])
     scheduler.load_state_dict(blob["scheduler"])
     random.setstate(blob["rng"]["python"])
@@ -151,7 +150,7 @@ def load_latest(
     model: torch.nn.Module,
     optimizer: torch.optim.Optimizer,
     scheduler: Any,
-    critic: torch.nn.Module | None = None,
+    estimator: Any = None,
 ) -> dict[str, Any] | None:
     """Restore the newest valid checkpoint in place and return its saved state; None (start
     from step 0) when there is none. A corrupt one is skipped with a `CheckpointWarning`."""
@@ -164,7 +163,7 @@ def load_latest(
             warnings.warn(f"{exc}; resuming from {rest}", CheckpointWarning, stacklevel=2)
             continue
         try:
-            return _restore(folder, model, optimizer, scheduler, critic)
+            return _restore(folder, model, optimizer, scheduler, estimator)
         except Exception as exc:  # intact files that do not fit this trial's model
             raise TrialError(
                 f"{folder} does not load ({type(exc).__name__}: {exc}); it was not written by "

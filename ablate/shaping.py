@@ -1,12 +1,85 @@
-"""Data-side factors: dynamic-sampling group filter, overlong filtering, soft overlong punishment.
+"""The step's data-side factors, from a verified batch to what the estimator and the update read:
+dynamic sampling's group filter (the refill loop that calls it samples, so it lives with sampling
+in `batch.collect_batch`), the soft overlong punishment, the KL penalty in the reward and the
+truncation mask. `shape` applies them in that order; every factor is a pure tensor function.
 
-Pure tensor functions; the trainer decides when to call them.
+Core: imports torch, the standard library and the other core modules only.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
 import torch
 from torch import Tensor
+
+from ablate.algorithms import Algorithm
+from ablate.objective import KL_ESTIMATORS, masked_sum
+
+if TYPE_CHECKING:  # data types only: shaping never samples
+    from ablate.batch import ScoredBatch
+    from ablate.rollout.base import Rollouts
+
+
+@dataclass
+class ShapedBatch:
+    """One step's training batch: shapes [B] per sample, [B, T] per completion token."""
+
+    rollouts: Rollouts
+    outcome: Tensor
+    """[B] verifier reward plus the overlong penalty: the reward of the whole completion."""
+    kl_penalty: Tensor | None
+    """[B, T] kl_coef · KL(π_old ‖ π_ref) per token when the KL is in the reward, else None."""
+    rewards: Tensor
+    """[B] outcome minus the summed KL penalty: what group-relative advantages are taken of."""
+    loss_mask: Tensor
+    """[B, T] the completion mask, less truncated completions under overlong filtering."""
+    old_logp: Tensor
+    """[B, T] log-probs of the sampling policy (0 on padding)."""
+    ref_logp: Tensor | None
+    """[B, T] reference log-probs for a KL term in the loss; None when the KL is not there."""
+    metrics: dict[str, float] = field(default_factory=dict)
+
+
+def shape(
+    batch: ScoredBatch,
+    old_logp: Tensor,
+    ref_logp: Tensor | None,
+    algo: Algorithm,
+    max_new_tokens: int,
+) -> ShapedBatch:
+    """Apply the data-side factors of `algo` to a verified batch; `ref_logp` is given when a
+    reference model is loaded (kl_coef > 0)."""
+    r = batch.rollouts
+    outcome, metrics = batch.scores.clone(), {}
+    if algo.overlong_buffer:
+        penalty = soft_overlong_penalty(
+            r.lengths, max_new_tokens, algo.overlong_buffer, algo.overlong_penalty
+        )
+        outcome = outcome + penalty
+        metrics["reward/overlong_penalty_mean"] = penalty.mean().item()
+    rewards, kl_penalty = outcome, None
+    if ref_logp is not None and algo.kl_in == "reward":
+        kl_tok = KL_ESTIMATORS.get(algo.kl_estimator)(old_logp, ref_logp)  # [B, T]
+        kl = masked_sum(kl_tok, r.completion_mask, -1)  # [B]
+        rewards = rewards - algo.kl_coef * kl
+        metrics["reward/kl_penalty_mean"] = (algo.kl_coef * kl).mean().item()
+        kl_penalty = algo.kl_coef * kl_tok
+    loss_mask = r.completion_mask
+    if algo.mask_truncated:
+        loss_mask = mask_truncated(loss_mask, r.truncated)
+    metrics["reward/shaped_mean"] = rewards.mean().item()
+    return ShapedBatch(
+        rollouts=r,
+        outcome=outcome,
+        kl_penalty=kl_penalty,
+        rewards=rewards,
+        loss_mask=loss_mask,
+        old_logp=old_logp,
+        ref_logp=ref_logp if algo.kl_in == "loss" else None,
+        metrics=metrics,
+    )
 
 
 def informative_groups(rewards: Tensor, group_size: int) -> Tensor:

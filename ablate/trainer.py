@@ -1,5 +1,5 @@
-"""One RL trial, top to bottom: set up → (evaluate) → [collect batch → advantages → updates →
-diagnostics → track → evaluate / checkpoint] until the budget is spent → final evaluation.
+"""One RL trial, top to bottom: set up → (evaluate) → [sample → shape → estimate → update →
+log → evaluate / checkpoint] until the budget is spent → final evaluation.
 
 The trainer never touches the terminal: progress goes to a callback the CLI supplies.
 """
@@ -20,21 +20,23 @@ from ablate import faults
 from ablate.algorithms import Algorithm
 from ablate.batch import Counters, PromptStream, collect_batch
 from ablate.checkpoint import load_latest, save_checkpoint
-from ablate.critic import ValueHead, num_params
 from ablate.errors import DivergedError, TrialError
+from ablate.estimators import AdvantageEstimator, make_estimator
 from ablate.evaluation import evaluate, token_mark
 from ablate.rollout.base import RolloutEngine
 from ablate.seeding import seed_everything
+from ablate.shaping import shape
 from ablate.tasks import get_task
 from ablate.tasks.base import Task
 from ablate.templates import Template, get_template
 from ablate.tracking import NullTracker, Tracker
 from ablate.trial import TrialSpec
 from ablate.update import (
-    TrainBatch,
+    Learner,
+    UpdateConfig,
     check_weights,
     forward_tokens,
-    prepare_batch,
+    frozen_pass,
     run_updates,
 )
 
@@ -65,7 +67,17 @@ class Setup:
     engine: RolloutEngine
     optimizer: torch.optim.Optimizer
     scheduler: torch.optim.lr_scheduler.LRScheduler
-    critic: ValueHead | None = None
+    estimator: AdvantageEstimator
+
+    @property
+    def learner(self) -> Learner:
+        return Learner(self.model, self.estimator, self.optimizer, self.scheduler)
+
+    @property
+    def update_config(self) -> UpdateConfig:
+        return UpdateConfig(
+            self.algo, self.spec.optim, self.spec.budget.temperature, self.spec.rng_seed
+        )
 
 
 @dataclass
@@ -87,7 +99,8 @@ def setup_trial(
     spec: TrialSpec, *, loaded: tuple[Any, Any] | None = None, engine: EngineFactory | None = None
 ) -> Setup:
     """Everything a trial needs, built before any compute. A reference model is loaded only
-    when kl_coef > 0; a value head only when advantage="gae"."""
+    when kl_coef > 0; the estimator's parameters (PPO's value head) join the optimizer as
+    groups of their own."""
     seed_everything(spec.rng_seed)
     algo = spec.algorithm.resolve(max_new_tokens=spec.budget.max_new_tokens)
     task = get_task(spec.task, **dict(spec.task_options))
@@ -106,13 +119,14 @@ def setup_trial(
     optimizer = torch.optim.AdamW(
         model.parameters(), lr=o.lr, betas=o.betas, weight_decay=o.weight_decay, fused=True
     )
-    critic = None
-    if algo.advantage == "gae":
-        # its own parameter group (AdamW is per-parameter, so this equals a separate AdamW at
-        # critic_lr) under the same warm-up; the optimizer's checkpoint then covers it
-        critic = ValueHead(model.config.hidden_size).to(spec.device)
-        lr = algo.critic_lr or o.lr
-        optimizer.add_param_group({"params": list(critic.parameters()), "lr": lr})
+    estimator = make_estimator(
+        algo,
+        group_size=spec.budget.group_size,
+        hidden_size=model.config.hidden_size,
+        device=spec.device,
+    )
+    for group in estimator.param_groups(o.lr):
+        optimizer.add_param_group(group)
     warm = o.warmup_steps
     scheduler = torch.optim.lr_scheduler.LambdaLR(
         optimizer, lambda u: min(1.0, (u + 1) / warm) if warm else 1.0
@@ -128,7 +142,7 @@ def setup_trial(
         engine(model, tokenizer),
         optimizer,
         scheduler,
-        critic,
+        estimator,
     )
 
 
@@ -143,9 +157,8 @@ def _default_engine(spec: TrialSpec) -> EngineFactory:
 
 
 def rl_step(s: Setup, state: TrainState, stream: PromptStream) -> dict[str, float]:
-    """One RL step: batch → advantages → updates → diagnostics."""
-    spec, algo, budget = s.spec, s.algo, s.spec.budget
-    step = state.step + 1
+    """One RL step: sample → shape → estimate → update → diagnostics."""
+    algo, budget, step = s.algo, s.spec.budget, state.step + 1
     t0 = time.perf_counter()
     batch = collect_batch(
         s.engine,
@@ -154,72 +167,46 @@ def rl_step(s: Setup, state: TrainState, stream: PromptStream) -> dict[str, floa
         s.template,
         algo,
         budget,
-        seed=spec.rng_seed,
+        seed=s.spec.rng_seed,
         step=step,
         counters=state.counters,
     )
     t_gen = time.perf_counter()
-    tb, shaped = prepare_batch(batch, s.model, s.ref, algo, budget, s.critic)
-    if not torch.isfinite(tb.advantages).all():
+    frozen = frozen_pass(s.model, s.ref, s.estimator.head, batch.rollouts, budget.temperature)
+    shaped = shape(batch, frozen.old_logp, frozen.ref_logp, algo, budget.max_new_tokens)
+    estimate = s.estimator.estimate(shaped, frozen.readout)
+    if not torch.isfinite(estimate.advantages).all():
         raise DivergedError(step, "advantages (non-finite rewards)")
-    stats = _update(s, tb, step)
-    state.counters.trained_tokens += int(tb.loss_mask.sum()) * algo.ppo_epochs
+    stats = run_updates(s.learner, shaped, estimate, s.update_config, step)
+    for module in (s.model, *s.estimator.trained_modules().values()):
+        check_weights(module, step)
+    s.engine.sync_weights(s.model)
+    state.counters.trained_tokens += int(shaped.loss_mask.sum()) * algo.ppo_epochs
     t_end = time.perf_counter()
-    r, g = batch.rollouts, budget.group_size
+    g = budget.group_size
     # every sample generated (so arms compare); for dynamic sampling also the trained ones
     kept = diag.sample_metrics(batch, g, suffix="_kept") if algo.dynamic_sampling else {}
     metrics = {
         **diag.sample_metrics(batch.all_samples, g),
         **kept,
-        **shaped,
-        **diag.advantage_metrics(tb.advantages, tb.loss_mask),
+        **shaped.metrics,
+        **estimate.metrics,
+        **diag.advantage_metrics(estimate.advantages, shaped.loss_mask),
         **diag.mean_stats(stats),
-        **_critic_metrics(s, shaped, stats),
+        **s.estimator.step_metrics(),
         **state.counters.as_metrics(),
         "budget/gen_batches_step": float(batch.gen_batches),
         "perf/gen_seconds": t_gen - t0,
         "perf/train_seconds": t_end - t_gen,
         "perf/step_seconds": t_end - t0,
         # non-padding tokens through forward + backward (for FLOP utilisation: 6 x params x this)
-        "perf/update_tokens": float(forward_tokens(s.model, r) * algo.ppo_epochs),
+        "perf/update_tokens": float(forward_tokens(s.model, batch.rollouts) * algo.ppo_epochs),
     }
     # The harness's own cost (this dict), so benchmarks can report it as a share of the step.
     metrics["perf/diagnostics_seconds"] = time.perf_counter() - t_end
     state.step = step
     state.stream_position = stream.position
     return metrics
-
-
-def _update(s: Setup, tb: TrainBatch, step: int) -> list[dict[str, float]]:
-    """The step's optimizer updates, the weights checked, the engine given the new policy."""
-    stats = run_updates(
-        s.model,
-        s.optimizer,
-        s.scheduler,
-        tb,
-        s.algo,
-        s.spec.optim,
-        s.spec.budget,
-        seed=s.spec.rng_seed,
-        step=step,
-        critic=s.critic,
-    )
-    check_weights(s.model, step)
-    if s.critic is not None:
-        check_weights(s.critic, step)
-    s.engine.sync_weights(s.model)
-    return stats
-
-
-def _critic_metrics(s: Setup, shaped: dict[str, float], stats) -> dict[str, float]:
-    """The critic's cost, so a report can charge it: time (V_old pass, GAE, value loss) and size."""
-    if s.critic is None:
-        return {}
-    update_seconds = sum(u.get("perf/critic_seconds", 0.0) for u in stats)
-    return {
-        "perf/critic_seconds": shaped.get("perf/critic_seconds", 0.0) + update_seconds,
-        "budget/critic_params": float(num_params(s.critic)),
-    }
 
 
 def budget_spent(spec: TrialSpec, state: TrainState) -> bool:
@@ -334,7 +321,7 @@ def _checkpoint(s: Setup, state: TrainState, run_dir, tracker: Tracker) -> None:
         optimizer=s.optimizer,
         scheduler=s.scheduler,
         state={"trial_id": s.spec.id, **state.as_dict()},
-        critic=s.critic,
+        estimator_state=s.estimator.state_dict(),
     )
 
 
@@ -346,7 +333,7 @@ def _start_or_resume(s: Setup, run_dir, tracker: Tracker) -> TrainState:
             model=s.model,
             optimizer=s.optimizer,
             scheduler=s.scheduler,
-            critic=s.critic,
+            estimator=s.estimator,
         )
     if saved is not None:
         if saved.pop("trial_id") != s.spec.id:

@@ -1,5 +1,7 @@
-"""Log-probabilities (and critic values) under the policy, rewards → advantages, and the
-`ppo_epochs` × `minibatches` optimizer updates of one RL step."""
+"""The forward passes and the optimizer loop of one RL step: log-probs (and an estimator head's
+outputs) under the policy before the updates, then `ppo_epochs` × `minibatches` optimizer
+updates of the policy loss plus the estimator's extra loss. No branch on the estimator: it is
+reached only through the `AdvantageEstimator` protocol."""
 
 from __future__ import annotations
 
@@ -12,27 +14,13 @@ from torch import Tensor
 
 from ablate import fast_llama
 from ablate.algorithms import Algorithm
-from ablate.batch import ScoredBatch
-from ablate.critic import (
-    ValueHead,
-    explained_variance,
-    gae,
-    masked_whiten,
-    token_rewards,
-    value_loss,
-)
 from ablate.errors import DivergedError
-from ablate.objective import (
-    KL_ESTIMATORS,
-    group_advantages,
-    masked_mean,
-    masked_sum,
-    policy_loss,
-)
+from ablate.estimators import AdvantageEstimator, Estimate, HeadReadout
+from ablate.objective import policy_loss
 from ablate.rollout.base import Rollouts
 from ablate.seeding import generator
-from ablate.shaping import mask_truncated, soft_overlong_penalty
-from ablate.trial import Budget, Optim
+from ablate.shaping import ShapedBatch
+from ablate.trial import Optim
 
 
 def completion_logprobs(
@@ -51,17 +39,17 @@ def completion_forward(
     attn: Tensor,
     prompt_len: int,
     temperature: float,
-    critic: ValueHead | None = None,
+    head: torch.nn.Module | None = None,
 ) -> tuple[Tensor, Tensor, Tensor | None]:
-    """`completion_logprobs` plus, with a critic, the values [B, T] read from the same forward
-    at the positions that predict each completion token."""
-    hidden, logits = completion_outputs(model, ids, attn, prompt_len, critic is not None)
+    """`completion_logprobs` plus, with a head (e.g. a value head), its outputs [B, T] read from
+    the same forward at the positions that predict each completion token."""
+    hidden, logits = completion_outputs(model, ids, attn, prompt_len, head is not None)
     logps = torch.log_softmax(logits.float() / temperature, dim=-1)  # [B, T, V]
     targets = ids[:, prompt_len:]
     logp = logps.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
     entropy = -(logps.exp() * logps).sum(-1)
-    values = None if critic is None else critic(hidden)
-    return logp, entropy, values
+    outputs = None if head is None else head(hidden)
+    return logp, entropy, outputs
 
 
 def completion_outputs(
@@ -111,194 +99,145 @@ def frozen_logprobs(model: torch.nn.Module, rollouts: Rollouts, temperature: flo
 
 
 @torch.no_grad()
-def frozen_logprobs_and_values(
-    model: torch.nn.Module, critic: ValueHead, rollouts: Rollouts, temperature: float
+def frozen_logprobs_and_head(
+    model: torch.nn.Module, head: torch.nn.Module, rollouts: Rollouts, temperature: float
 ) -> tuple[Tensor, Tensor]:
-    """Log-probs and values [B, T] before the updates (old policy, V_old), from one forward."""
+    """Log-probs and the head's outputs [B, T] before the updates, from one forward."""
     ids, attn = model_inputs(rollouts, _device(model))
     prompt_len = rollouts.prompt_ids.shape[1]
-    logp, _, values = completion_forward(model, ids, attn, prompt_len, temperature, critic)
+    logp, _, outputs = completion_forward(model, ids, attn, prompt_len, temperature, head)
     mask = rollouts.completion_mask
-    return logp.cpu() * mask, values.cpu() * mask  # type: ignore[union-attr]
+    return logp.cpu() * mask, outputs.cpu() * mask  # type: ignore[union-attr]
 
 
 @dataclass
-class TrainBatch:
-    """What the updates need, all [B] or [B, T]; advantages are [B] (group) or [B, T] (GAE)."""
+class FrozenPass:
+    """No-grad results of the policy before the updates (and of the reference model)."""
 
-    rollouts: Rollouts
-    old_logp: Tensor
-    ref_logp: Tensor | None
-    advantages: Tensor
-    rewards: Tensor
-    loss_mask: Tensor
-    old_values: Tensor | None = None
-    returns: Tensor | None = None
+    old_logp: Tensor  # [B, T]
+    ref_logp: Tensor | None  # [B, T]; None without a reference model
+    readout: HeadReadout | None  # the estimator head's outputs; None when it has no head
 
 
-def prepare_batch(
-    batch: ScoredBatch,
+def frozen_pass(
     policy: torch.nn.Module,
     ref: torch.nn.Module | None,
-    algo: Algorithm,
-    budget: Budget,
-    critic: ValueHead | None = None,
-) -> tuple[TrainBatch, dict[str, float]]:
-    """Old and reference log-probs, shaped rewards and advantages (group-relative, or GAE from
-    the critic's values when algo.advantage="gae")."""
-    r = batch.rollouts
-    if algo.advantage == "gae" and critic is None:
-        raise ValueError("advantage='gae' needs the critic")
-    old, old_values, critic_seconds = _old_logp_and_values(policy, critic, r, budget.temperature)
-    ref_logp = frozen_logprobs(ref, r, budget.temperature) if ref is not None else None
-    rewards = batch.scores.clone()
-    metrics: dict[str, float] = {}
-    if algo.overlong_buffer:
-        penalty = soft_overlong_penalty(
-            r.lengths, budget.max_new_tokens, algo.overlong_buffer, algo.overlong_penalty
-        )
-        rewards = rewards + penalty
-        metrics["reward/overlong_penalty_mean"] = penalty.mean().item()
-    outcome, kl_tok = rewards, None
-    if ref_logp is not None and algo.kl_in == "reward":
-        kl_tok = KL_ESTIMATORS.get(algo.kl_estimator)(old, ref_logp)
-        kl = masked_sum(kl_tok, r.completion_mask, -1)
-        rewards = rewards - algo.kl_coef * kl
-        metrics["reward/kl_penalty_mean"] = (algo.kl_coef * kl).mean().item()
-    loss_mask = r.completion_mask
-    if algo.mask_truncated:
-        loss_mask = mask_truncated(loss_mask, r.truncated)
-    metrics["reward/shaped_mean"] = rewards.mean().item()
-    ref_for_loss = ref_logp if algo.kl_in == "loss" else None
-    if old_values is None:
-        advantages = group_advantages(rewards, budget.group_size, algo)
-        return TrainBatch(r, old, ref_for_loss, advantages, rewards, loss_mask), metrics
-    t0 = time.perf_counter()
-    penalty = None if kl_tok is None else algo.kl_coef * kl_tok
-    advantages, returns, critic_metrics = _gae_advantages(
-        outcome, penalty, old_values, r.completion_mask, loss_mask, algo
-    )
-    metrics.update(critic_metrics)
-    metrics["perf/critic_seconds"] = critic_seconds + time.perf_counter() - t0
-    tb = TrainBatch(r, old, ref_for_loss, advantages, rewards, loss_mask, old_values, returns)
-    return tb, metrics
-
-
-def _old_logp_and_values(
-    policy: torch.nn.Module, critic: ValueHead | None, r: Rollouts, temperature: float
-) -> tuple[Tensor, Tensor | None, float]:
-    """Old log-probs, V_old (with a critic) and the seconds the critic's extra pass took."""
+    head: torch.nn.Module | None,
+    rollouts: Rollouts,
+    temperature: float,
+) -> FrozenPass:
+    """Old log-probs, reference log-probs and the head's outputs, each computed once."""
     # The engine's log-probs are reused only when they provably equal the trainer's (HF sampler,
     # no top-p/top-k); otherwise (vLLM, truncated sampling) the policy recomputes them.
+    r = rollouts
     old = r.logprobs * r.completion_mask if r.logprobs_exact else None
-    if critic is None:
-        return (old if old is not None else frozen_logprobs(policy, r, temperature)), None, 0.0
-    t0 = time.perf_counter()
-    recomputed, values = frozen_logprobs_and_values(policy, critic, r, temperature)
-    # the pass is the critic's cost only when the engine's log-probs made it otherwise unneeded
-    seconds = time.perf_counter() - t0 if old is not None else 0.0
-    return (old if old is not None else recomputed), values, seconds
+    readout = None
+    if head is not None:
+        t0 = time.perf_counter()
+        recomputed, outputs = frozen_logprobs_and_head(policy, head, r, temperature)
+        # the pass is the head's cost only when the engine's log-probs made it otherwise unneeded
+        readout = HeadReadout(outputs, time.perf_counter() - t0 if old is not None else 0.0)
+        old = old if old is not None else recomputed
+    if old is None:
+        old = frozen_logprobs(policy, r, temperature)
+    ref_logp = frozen_logprobs(ref, r, temperature) if ref is not None else None
+    return FrozenPass(old, ref_logp, readout)
 
 
-def _gae_advantages(
-    outcome: Tensor,
-    kl_penalty: Tensor | None,
-    old_values: Tensor,
-    mask: Tensor,
-    loss_mask: Tensor,
-    algo: Algorithm,
-) -> tuple[Tensor, Tensor, dict[str, float]]:
-    """Per-token advantages [B, T] and returns from the outcome [B] and per-token KL penalty."""
-    token_r = token_rewards(outcome, mask, kl_penalty)
-    advantages, returns = gae(token_r, old_values, mask, algo.gae_gamma, algo.gae_lambda)
-    if algo.whiten_advantages:  # over the tokens that are trained on
-        advantages = masked_whiten(advantages, loss_mask)
-    metrics = {
-        "critic/explained_var": explained_variance(old_values, returns, mask),
-        "critic/return_mean": masked_mean(returns, mask).item(),
-    }
-    return advantages, returns, metrics
+@dataclass
+class Learner:
+    """What the updates change: the policy, the estimator's own parameters (a value head) and
+    the optimizer and schedule over both."""
+
+    policy: torch.nn.Module
+    estimator: AdvantageEstimator
+    optimizer: torch.optim.Optimizer
+    scheduler: torch.optim.lr_scheduler.LRScheduler
+
+
+@dataclass(frozen=True)
+class UpdateConfig:
+    algo: Algorithm
+    optim: Optim
+    temperature: float
+    seed: int
+
+
+@dataclass(frozen=True)
+class Minibatch:
+    ids: Tensor  # [b, prompt + T] on the model's device
+    attn: Tensor  # [b, prompt + T]
+    prompt_len: int
+    rows: Tensor  # [b] indices into the step's batch (CPU)
 
 
 def run_updates(
-    policy: torch.nn.Module,
-    optimizer: torch.optim.Optimizer,
-    scheduler: torch.optim.lr_scheduler.LRScheduler,
-    tb: TrainBatch,
-    algo: Algorithm,
-    optim: Optim,
-    budget: Budget,
-    *,
-    seed: int,
-    step: int,
-    critic: ValueHead | None = None,
+    learner: Learner, batch: ShapedBatch, estimate: Estimate, config: UpdateConfig, step: int
 ) -> list[dict[str, float]]:
     """`ppo_epochs` passes over the batch, each in `minibatches` shuffled chunks; one optimizer
-    update per chunk (the critic, when given, is trained in the same updates: its parameters
-    are a group of `optimizer`). Raises DivergedError on a non-finite loss or gradient."""
-    device = _device(policy)
-    ids, attn = model_inputs(tb.rollouts, device)
-    prompt_len = tb.rollouts.prompt_ids.shape[1]
-    n = ids.shape[0]
+    update per chunk, the policy's gradient and each estimator module's clipped apart (a value
+    head's norm must not shrink the policy's). Raises DivergedError on a non-finite loss or
+    gradient."""
+    algo = config.algo
+    ids, attn = model_inputs(batch.rollouts, _device(learner.policy))
+    prompt_len, n = batch.rollouts.prompt_ids.shape[1], ids.shape[0]
     chunk = math.ceil(n / algo.minibatches)
     stats = []
-    policy.train()
+    learner.policy.train()
     for epoch in range(algo.ppo_epochs):
-        order = torch.randperm(n, generator=generator(seed, "minibatch", str(step), str(epoch)))
+        key = ("minibatch", str(step), str(epoch))
+        order = torch.randperm(n, generator=generator(config.seed, *key))
         for idx in order.split(chunk):
-            s = _update(
-                policy, critic, optimizer, ids[idx], attn[idx], prompt_len, tb, idx, algo, budget
-            )
-            if not math.isfinite(s["loss"]) or not math.isfinite(s.get("critic/value_loss", 0)):
+            mb = Minibatch(ids[idx], attn[idx], prompt_len, idx.cpu())
+            s, finite = _minibatch_update(learner, mb, batch, estimate, config)
+            if not finite:
                 raise DivergedError(step, "loss")
-            s["grad_norm"] = _clip(policy, optim, step)
-            if critic is not None:  # clipped apart: the head's norm must not shrink the policy's
-                s["critic/grad_norm"] = _clip(critic, optim, step)
-            optimizer.step()
-            scheduler.step()
-            s["lr"] = scheduler.get_last_lr()[0]
+            s["grad_norm"] = _clip(learner.policy, config.optim, step)
+            for name, module in learner.estimator.trained_modules().items():
+                s[f"{name}/grad_norm"] = _clip(module, config.optim, step)
+            learner.optimizer.step()
+            learner.scheduler.step()
+            s["lr"] = learner.scheduler.get_last_lr()[0]
             stats.append(s)
     return stats
 
 
-def _update(policy, critic, optimizer, ids, attn, prompt_len, tb: TrainBatch, idx, algo, budget):
-    optimizer.zero_grad(set_to_none=True)
-    logp, entropy, values = completion_forward(
-        policy, ids, attn, prompt_len, budget.temperature, critic
+def _minibatch_update(
+    learner: Learner, mb: Minibatch, batch: ShapedBatch, estimate: Estimate, config: UpdateConfig
+) -> tuple[dict[str, float], bool]:
+    """Forward, loss and backward of one minibatch: (statistics, whether the loss is finite)."""
+    algo, estimator = config.algo, learner.estimator
+    learner.optimizer.zero_grad(set_to_none=True)
+    logp, entropy, outputs = completion_forward(
+        learner.policy, mb.ids, mb.attn, mb.prompt_len, config.temperature, estimator.head
     )
     if algo.entropy_coef == 0:
         entropy = entropy.detach()
-    cpu_idx, dev = idx.cpu(), logp.device
+    dev = logp.device
+
+    def rows(x: Tensor) -> Tensor:
+        return x[mb.rows].to(dev)
+
+    loss_mask = rows(batch.loss_mask)
     loss, stats = policy_loss(
         logp,
-        tb.old_logp[cpu_idx].to(dev),
-        tb.advantages[cpu_idx].to(dev),
-        tb.loss_mask[cpu_idx].to(dev),
+        rows(batch.old_logp),
+        rows(estimate.advantages),
+        loss_mask,
         algo,
-        ref_logp=None if tb.ref_logp is None else tb.ref_logp[cpu_idx].to(dev),
+        ref_logp=None if batch.ref_logp is None else rows(batch.ref_logp),
         entropy=entropy,
     )
-    if values is not None:
-        t0 = time.perf_counter()
-        v_loss, v_stats = _critic_loss(values, tb, cpu_idx, algo)
-        loss = loss + algo.vf_coef * v_loss
-        stats.update(v_stats, **{"perf/critic_seconds": time.perf_counter() - t0})
-    if math.isfinite(stats["loss"]) and math.isfinite(stats.get("critic/value_loss", 0)):
+    targets = {k: rows(v) for k, v in estimate.targets.items()}
+    extra, extra_stats = estimator.extra_loss(outputs, targets, loss_mask)
+    finite = math.isfinite(stats["loss"])
+    if extra is not None:
+        loss = loss + extra
+        stats.update(extra_stats)
+        finite = finite and math.isfinite(float(extra.detach()))
+    if finite:
         loss.backward()
-    return stats
-
-
-def _critic_loss(values: Tensor, tb: TrainBatch, cpu_idx: Tensor, algo: Algorithm):
-    dev = values.device
-    return value_loss(
-        values,
-        tb.old_values[cpu_idx].to(dev),  # type: ignore[index]
-        tb.returns[cpu_idx].to(dev),  # type: ignore[index]
-        tb.loss_mask[cpu_idx].to(dev),
-        clip=algo.vf_clip,
-        loss_agg=algo.loss_agg,
-        norm_constant=algo.loss_norm_constant,
-    )
+    return stats, finite
 
 
 def _clip(module: torch.nn.Module, optim: Optim, step: int) -> float:

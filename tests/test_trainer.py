@@ -12,6 +12,8 @@ import torch
 from ablate.algorithms import Algorithm
 from ablate.batch import Counters, PromptStream, collect_batch
 from ablate.checkpoint import TRAINER, checkpoint_dirs
+from ablate.estimators import make_estimator
+from ablate.shaping import shape
 from ablate.tasks import get_task
 from ablate.tasks.base import CHARSET
 from ablate.templates import get_template
@@ -19,7 +21,19 @@ from ablate.testing import ScriptedEngine, char_tokenizer, tiny_llama
 from ablate.tracking import MemoryTracker
 from ablate.trainer import setup_trial, train
 from ablate.trial import Budget, EvalSpec, TrialSpec
-from ablate.update import prepare_batch
+from ablate.update import frozen_pass
+
+
+def shaped_and_estimated(batch, policy, ref, algo, estimator=None):
+    """The step's shape → estimate stages on `batch`, as `rl_step` runs them."""
+    budget = spec().budget
+    estimator = estimator or make_estimator(
+        algo, group_size=budget.group_size, hidden_size=policy.config.hidden_size
+    )
+    frozen = frozen_pass(policy, ref, estimator.head, batch.rollouts, budget.temperature)
+    shaped = shape(batch, frozen.old_logp, frozen.ref_logp, algo, budget.max_new_tokens)
+    return shaped, estimator.estimate(shaped, frozen.readout)
+
 
 TOK = char_tokenizer(CHARSET)
 PLAIN = get_template("plain")
@@ -115,7 +129,8 @@ def test_soft_overlong_punishment_and_truncation_mask():
     algo = Algorithm(overlong_buffer=8, mask_truncated=True).resolve(max_new_tokens=24)
     batch, _ = batch_parts(algo, long_or_short)
     model, _ = loaded()
-    tb, metrics = prepare_batch(batch, model, None, algo, spec().budget)
+    tb, _ = shaped_and_estimated(batch, model, None, algo)
+    metrics = tb.metrics
     r = batch.rollouts
     assert r.truncated.tolist() == [True, False, False, False] * 2
     expected = batch.scores + torch.where(r.lengths >= 24, -1.0, -(r.lengths - 16).clamp(min=0) / 8)
@@ -128,10 +143,10 @@ def test_kl_in_reward_shapes_rewards_and_kl_in_loss_does_not():
     batch, _ = batch_parts(Algorithm(), mixed)
     policy, ref = loaded(0)[0], loaded(1)[0]
     in_reward = Algorithm(kl_coef=0.1, kl_in="reward")
-    tb_r, m = prepare_batch(batch, policy, ref, in_reward, spec().budget)
-    assert tb_r.ref_logp is None and m["reward/kl_penalty_mean"] > 0
+    tb_r, _ = shaped_and_estimated(batch, policy, ref, in_reward)
+    assert tb_r.ref_logp is None and tb_r.metrics["reward/kl_penalty_mean"] > 0
     assert (tb_r.rewards < batch.scores).all()
-    tb_l, _ = prepare_batch(batch, policy, ref, Algorithm(kl_coef=0.1), spec().budget)
+    tb_l, _ = shaped_and_estimated(batch, policy, ref, Algorithm(kl_coef=0.1))
     assert tb_l.ref_logp is not None and torch.equal(tb_l.rewards, batch.scores)
 
 
@@ -260,24 +275,22 @@ PPO = Algorithm(advantage="gae", kl_coef=0.1, kl_estimator="k1", kl_in="reward",
 
 
 def test_gae_batch_has_per_token_advantages_and_kl_in_the_token_rewards():
-    from ablate.critic import ValueHead
-
     algo = dataclasses.replace(PPO, gae_lambda=1.0)
     batch, _ = batch_parts(algo, mixed)
     policy, ref = loaded(0)[0], loaded(1)[0]
-    critic = ValueHead(policy.config.hidden_size)
-    tb, m = prepare_batch(batch, policy, ref, algo, spec().budget, critic)
+    tb, est = shaped_and_estimated(batch, policy, ref, algo)
+    m, returns = est.metrics, est.targets["returns"]
     mask = batch.rollouts.completion_mask
-    assert tb.advantages.shape == mask.shape and tb.returns.shape == mask.shape
-    assert tb.advantages[mask == 0].abs().sum() == 0
-    real = tb.advantages[mask.bool()]  # whitened over the batch's tokens
+    assert est.advantages.shape == mask.shape and returns.shape == mask.shape
+    assert est.advantages[mask == 0].abs().sum() == 0
+    real = est.advantages[mask.bool()]  # whitened over the batch's tokens
     assert abs(real.mean().item()) < 1e-5 and real.std().item() == pytest.approx(1.0, abs=1e-4)
     # V_old = 0 (zero head), gamma = lambda = 1: the returns are the rewards-to-go, i.e. the
     # outcome plus the KL penalties of the tokens still to come
     kl_tok = (tb.old_logp - frozen(ref, batch)) * mask
     to_go = torch.flip(torch.cumsum(torch.flip(-0.1 * kl_tok, [1]), 1), [1])
     expected_first = batch.scores + to_go[:, 0]
-    torch.testing.assert_close(tb.returns[:, 0], expected_first, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(returns[:, 0], expected_first, atol=1e-5, rtol=1e-5)
     torch.testing.assert_close(tb.rewards, batch.scores - 0.1 * kl_tok.sum(-1))
     assert m["critic/explained_var"] == pytest.approx(0.0, abs=1e-6)  # V = 0 explains nothing
 
@@ -288,17 +301,23 @@ def frozen(model, batch):
     return frozen_logprobs(model, batch.rollouts, spec().budget.temperature)
 
 
-def test_gae_needs_the_critic():
+def test_gae_needs_the_value_heads_outputs():
     batch, _ = batch_parts(PPO, mixed)
-    with pytest.raises(ValueError, match="needs the critic"):
-        prepare_batch(batch, loaded()[0], None, Algorithm(advantage="gae"), spec().budget)
+    policy = loaded()[0]
+    gae = make_estimator(PPO, group_size=4, hidden_size=policy.config.hidden_size)
+    frozen = frozen_pass(policy, None, None, batch.rollouts, 1.0)
+    shaped = shape(batch, frozen.old_logp, None, PPO, 24)
+    with pytest.raises(ValueError, match="needs the value head"):
+        gae.estimate(shaped, None)
 
 
-def test_critic_only_for_gae_and_in_its_own_optimizer_group():
-    assert setup_trial(spec(), loaded=loaded(), engine=scripted(mixed)).critic is None
+def test_value_head_only_for_gae_and_in_its_own_optimizer_group():
+    group = setup_trial(spec(), loaded=loaded(), engine=scripted(mixed))
+    assert group.estimator.head is None and group.estimator.trained_modules() == {}
+    assert len(group.optimizer.param_groups) == 1
     algo = Algorithm(advantage="gae", critic_lr=1e-3)
     s = setup_trial(spec(algo), loaded=loaded(), engine=scripted(mixed))
-    assert s.critic is not None
+    assert s.estimator.trained_modules() == {"critic": s.estimator.head}
     assert [g["lr"] for g in s.optimizer.param_groups] == [spec().optim.lr, 1e-3]
 
 
@@ -346,7 +365,9 @@ def test_ppo_resume_after_kill_equals_uninterrupted_run_critic_included(tmp_path
     assert len(full_values) == 4 and full_values == cut_values
     assert full_values[-1] != 0
     saved = [
-        torch.load(checkpoint_dirs(tmp_path / run)[0] / TRAINER, weights_only=False)["critic"]
+        torch.load(checkpoint_dirs(tmp_path / run)[0] / TRAINER, weights_only=False)["estimator"][
+            "value_head"
+        ]
         for run in ("full", "cut")
     ]
     assert saved[0]["weight"].abs().sum() > 0
