@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import math
+import re
 import warnings
 from dataclasses import dataclass, fields
 from typing import Any, Literal, get_args, get_type_hints
@@ -38,7 +39,8 @@ AdvantageName = Literal["group", "gae"]
 TOKEN_SUMMING_AGGS = ("token_mean", "seq_mean_token_sum", "seq_mean_token_sum_norm")
 
 #: DAPO's soft-overlong buffer as a share of the max generation length: 4,096 / 20,480 (§4.1).
-DAPO_BUFFER_SHARE = 4096 / 20480
+DAPO_BUFFER_SHARE = "20%"
+_SHARE = re.compile(r"(\d+(?:\.\d+)?)%")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -106,8 +108,8 @@ class Algorithm:
     """Most generation batches per step under dynamic sampling before the step fails."""
     mask_truncated: bool = False
     """Overlong filtering: truncated completions contribute no tokens to the loss."""
-    overlong_buffer: int | None = 0
-    """Soft overlong punishment buffer in tokens; 0 = off, None = DAPO's 20% of max new tokens."""
+    overlong_buffer: int | str = 0
+    """Soft overlong punishment buffer: tokens (0 = off) or a share of max new tokens ("20%")."""
     overlong_penalty: float = 1.0
     """Reward penalty reached at the max generation length (DAPO Eq. 13)."""
 
@@ -147,12 +149,12 @@ class Algorithm:
         if norm is None and self.loss_agg == "seq_mean_token_sum_norm":
             norm = max_new_tokens
         buffer = self.overlong_buffer
-        if buffer is None:
-            buffer = max(1, round(DAPO_BUFFER_SHARE * max_new_tokens))
+        if isinstance(buffer, str):
+            buffer = max(1, round(float(buffer[:-1]) / 100 * max_new_tokens))
         if buffer >= max_new_tokens:
             raise ConfigError(
                 f"overlong_buffer={buffer} must be smaller than max_new_tokens={max_new_tokens}; "
-                "use overlong_buffer=None for DAPO's 20% share of the generation budget"
+                f"use a share, e.g. overlong_buffer={DAPO_BUFFER_SHARE!r} (DAPO's)"
             )
         return dataclasses.replace(self, loss_norm_constant=norm, overlong_buffer=buffer)
 
@@ -202,9 +204,7 @@ def _range_problems(a: Algorithm) -> list[str]:
         v = getattr(a, name)
         if not isinstance(v, int) or isinstance(v, bool) or v < 1:
             p.append(f"{name}={v!r} must be an integer >= 1")
-    b = a.overlong_buffer
-    if b is not None and (not isinstance(b, int) or isinstance(b, bool) or b < 0):
-        p.append(f"overlong_buffer={b!r} must be an integer >= 0 (0 = off) or None (DAPO's share)")
+    p += _overlong_buffer_problems(a.overlong_buffer)
     c = a.loss_norm_constant
     if c is not None and (not isinstance(c, int) or isinstance(c, bool) or c < 1):
         p.append(f"loss_norm_constant={c!r} must be a positive integer or None (max new tokens)")
@@ -213,6 +213,21 @@ def _range_problems(a: Algorithm) -> list[str]:
         if not isinstance(getattr(a, name), bool):
             p.append(f"{name}={getattr(a, name)!r} must be True or False")
     return p
+
+
+def _overlong_buffer_problems(b: Any) -> list[str]:
+    if isinstance(b, str):
+        share = _SHARE.fullmatch(b)
+        if share is None or not 0 < float(share.group(1)) < 100:
+            return [f"overlong_buffer={b!r} must be tokens or a share in (0%, 100%), e.g. '20%'"]
+        return []
+    if b is None:  # its meaning before the value said what it is
+        return [
+            f"overlong_buffer=None is written overlong_buffer={DAPO_BUFFER_SHARE!r} (DAPO's share)"
+        ]
+    if not isinstance(b, int) or isinstance(b, bool) or b < 0:
+        return [f"overlong_buffer={b!r} must be an integer >= 0 (0 = off) or a share such as '20%'"]
+    return []
 
 
 def _critic_range_problems(a: Algorithm) -> list[str]:

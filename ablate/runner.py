@@ -276,8 +276,10 @@ def _close_failed(tracker, message: str) -> None:
     """Record a crashed trial; if the tracking store itself is what failed, say so and go on."""
     import warnings
 
+    from ablate import tracking
+
     try:
-        tracker.set_tags({"outcome": "failed", "outcome_message": message[:4000]})
+        tracker.set_tags({tracking.OUTCOME: "failed", tracking.OUTCOME_MESSAGE: message[:4000]})
         tracker.close("FAILED")
     except Exception as exc:  # the store is down too: the run stays RUNNING, a rerun resumes it
         warnings.warn(f"could not record the failed trial in MLflow: {exc}", stacklevel=2)
@@ -322,7 +324,10 @@ def summary_rows(runs, metric: str = "eval/pass_at_1") -> list[dict[str, Any]]:
         return []
     import pandas as pd
 
-    outcome = runs["tags.outcome"] if "tags.outcome" in runs else pd.Series("", index=runs.index)
+    from ablate import tracking
+
+    column = f"tags.{tracking.OUTCOME}"
+    outcome = runs[column] if column in runs else pd.Series("", index=runs.index)
     diverged = outcome.eq("diverged")
     keep = (runs["status"] == "FINISHED") & (runs[col].notna() | diverged)
     done = runs[keep].assign(

@@ -88,10 +88,13 @@ def arm(
     return Arm(name=name, base=base, changes=tuple(changes.items()), replicate_of=replicate_of)
 
 
-def _label(base: str | Algorithm, name: str | None = None) -> str:
+def _label(base: str | Algorithm, name: str | None = None, keyword: str = "base_name") -> str:
+    """A base's arm name: its own, or the preset's; an Algorithm object has none to offer."""
     if name is not None:
         return name
-    return base if isinstance(base, str) else "custom"
+    if not isinstance(base, str):
+        raise StudyError(f"an Algorithm base needs {keyword}=, the name its arms carry in reports")
+    return base
 
 
 def _fmt(value: Any) -> str:
@@ -102,7 +105,7 @@ def one_at_a_time(
     base: str | Algorithm, *, base_name: str | None = None, **fields: Sequence[Any]
 ) -> list[Arm]:
     """The base arm plus one arm per (field, value): single-factor ablations. `base_name`
-    names an Algorithm base (default: the preset name, or "custom")."""
+    names the base (default: the preset's name; required for an Algorithm)."""
     label = _label(base, base_name)
     arms = [Arm(name=label, base=base, generated=True)]
     for name, values in fields.items():
@@ -155,11 +158,7 @@ def path(
     need names (`start_name`, `end_name`); presets are named after themselves."""
     from ablate.presets import baseline
 
-    if not isinstance(start, str) and start_name is None:
-        raise StudyError("path(): an Algorithm start needs start_name=")
-    if not isinstance(end, str) and end_name is None:
-        raise StudyError("path(): an Algorithm end needs end_name=")
-    first, last = _label(start, start_name), _label(end, end_name)
+    first, last = _label(start, start_name, "start_name"), _label(end, end_name, "end_name")
     a = baseline(start) if isinstance(start, str) else start
     b = baseline(end) if isinstance(end, str) else end
     diff = a.diff(b)

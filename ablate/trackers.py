@@ -135,15 +135,15 @@ def environment_tags() -> dict[str, str]:
     commit = _git("rev-parse", "HEAD")
     dirty = _git("status", "--porcelain", "--untracked-files=no")
     tags = {
-        "git.commit": commit or "unknown",
-        "git.dirty": "unknown" if dirty is None else str(bool(dirty)).lower(),
-        "version.python": platform.python_version(),
+        "ablate.git.commit": commit or "unknown",
+        "ablate.git.dirty": "unknown" if dirty is None else str(bool(dirty)).lower(),
+        "ablate.version.python": platform.python_version(),
     }
     for package in ("ablate", "torch", "transformers", "mlflow"):
         try:
-            tags[f"version.{package}"] = metadata.version(package)
+            tags[f"ablate.version.{package}"] = metadata.version(package)
         except metadata.PackageNotFoundError:
-            tags[f"version.{package}"] = "not installed"
+            tags[f"ablate.version.{package}"] = "not installed"
     return tags
 
 
@@ -196,10 +196,10 @@ def text_value(value: Any) -> str:
 
 
 def algorithm_diff_tags(algo: Any, reference_algo: Any) -> dict[str, str]:
-    """`diff.<field>` = this arm's value for each field that differs from the reference arm, and
-    a one-line `diff` summary ("clip_high=0.28, loss_agg=token_mean", or "none")."""
+    """`ablate.diff.<field>` = this arm's value for each field that differs from the reference
+    arm, and a one-line `ablate.diff` summary ("clip_high=0.28, loss_agg=token_mean", or "none")."""
     diff = {k: text_value(mine) for k, (mine, _) in algo.diff(reference_algo).items()}
-    tags = {f"diff.{k}": v[:TAG_MAX_CHARS] for k, v in diff.items()}
+    tags = {f"ablate.diff.{k}": v[:TAG_MAX_CHARS] for k, v in diff.items()}
     summary = ", ".join(f"{k}={v}" for k, v in diff.items()) or "none"
-    tags["diff"] = summary[:TAG_MAX_CHARS]
+    tags["ablate.diff"] = summary[:TAG_MAX_CHARS]
     return tags

@@ -29,7 +29,7 @@ from ablate.shaping import shape
 from ablate.tasks import get_task
 from ablate.tasks.base import Task
 from ablate.templates import Template, get_template
-from ablate.tracking import NullTracker, Tracker
+from ablate.tracking import OUTCOME, OUTCOME_MESSAGE, NullTracker, Tracker
 from ablate.trial import TrialSpec
 from ablate.update import (
     Learner,
@@ -270,7 +270,7 @@ def train(
         result.outcome, result.message = "failed", str(exc)
     result.steps, result.final_eval = state.step, last_eval
     result.budget, result.wall_seconds = state.counters.as_metrics(), state.wall_seconds
-    tracker.set_tags({"outcome": result.outcome, "outcome_message": result.message[:4000]})
+    tracker.set_tags({OUTCOME: result.outcome, OUTCOME_MESSAGE: result.message[:4000]})
     return result
 
 

@@ -132,6 +132,8 @@ def apply(
 def _objective(study: Study, base: Trial, parent, token: str):
     import optuna
 
+    from ablate import tracking
+
     def objective(trial: optuna.Trial) -> float:
         values = sample(trial, study.search)
         spec = apply(base.spec, study.search, values, f"{study.name}-tune")
@@ -146,19 +148,21 @@ def _objective(study: Study, base: Trial, parent, token: str):
                 "ablate.seed": str(spec.seed),
                 "ablate.model": spec.model,
                 "ablate.template": spec.template,
-                "tune.number": str(trial.number),
-                **{f"tune.{k}": str(v) for k, v in values.items()},
+                "ablate.tune.number": str(trial.number),
+                **{f"ablate.tune.{k}": str(v) for k, v in values.items()},
             },
         )
         tracker.log_dict(spec.as_dict(), "config.json")
         try:
             result = train(spec, tracker=tracker, run_dir=None, progress=_pruning(trial))
         except optuna.TrialPruned:
-            tracker.set_tags({"outcome": "pruned"})
+            tracker.set_tags({tracking.OUTCOME: "pruned"})
             tracker.close("KILLED")
             raise
         except Exception as exc:
-            tracker.set_tags({"outcome": "failed", "outcome_message": str(exc)[:4000]})
+            tracker.set_tags(
+                {tracking.OUTCOME: "failed", tracking.OUTCOME_MESSAGE: str(exc)[:4000]}
+            )
             tracker.close("FAILED")
             raise
         tracker.close("FAILED" if result.outcome == "failed" else "FINISHED")

@@ -13,8 +13,8 @@ ALGORITHM = dataclasses.replace(
     dynamic_sampling=True,  # §3.2 Dynamic Sampling: keep groups with 0 < #correct < G
     max_gen_batches=10,  # verl recipe/dapo config: max_num_gen_batches=10
     mask_truncated=False,  # §3.4: the final recipe uses soft punishment, not overlong filtering
-    overlong_buffer=None,  # §3.4 Eq. 13 + §4.1: 4,096-token cache of 20,480 max tokens; None
-    # keeps that 20% share of whatever max new tokens the trial's budget sets
+    overlong_buffer="20%",  # §3.4 Eq. 13 + §4.1: a 4,096-token cache of 20,480 max tokens, kept
+    # as that share of whatever max new tokens the trial's budget sets
     overlong_penalty=1.0,  # Eq. 13: the length reward reaches -1 at L_max
     minibatches=16,  # §4.1: 512 prompts x 16 responses, mini-batch 512 -> 16 updates per rollout
 )

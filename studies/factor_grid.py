@@ -29,7 +29,7 @@ STUDY = Study(
         loss_agg=["token_mean", "seq_mean_token_sum_norm"],
         dynamic_sampling=[True],
         mask_truncated=[True],
-        overlong_buffer=[None],
+        overlong_buffer=["20%"],
         kl_coef=[0.04],
     )
     # clip_high alone is the path's first step

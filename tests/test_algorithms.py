@@ -96,6 +96,9 @@ def test_all_problems_are_reported_at_once_with_fixes():
         {"ppo_epochs": 1.5},
         {"std_unbiased": "yes"},
         {"overlong_buffer": -4},
+        {"overlong_buffer": "120%"},
+        {"overlong_buffer": "20"},
+        {"overlong_buffer": None},
         {"loss_norm_constant": 0, "loss_agg": "seq_mean_token_sum_norm"},
         {"max_gen_batches": True},
         {"advantage": "critic"},
@@ -185,7 +188,7 @@ def test_diff_lists_exactly_the_changed_fields():
 
 
 def test_resolve_fills_budget_dependent_values():
-    dr = Algorithm(scale="none", loss_agg="seq_mean_token_sum_norm", overlong_buffer=None)
+    dr = Algorithm(scale="none", loss_agg="seq_mean_token_sum_norm", overlong_buffer="20%")
     r = dr.resolve(max_new_tokens=80)
     assert r.loss_norm_constant == 80 and r.overlong_buffer == 16  # DAPO's 4096/20480 = 20%
     fixed = dataclasses.replace(dr, loss_norm_constant=3000, overlong_buffer=4).resolve(
@@ -195,6 +198,13 @@ def test_resolve_fills_budget_dependent_values():
     assert Algorithm().resolve(max_new_tokens=80).loss_norm_constant is None
     with pytest.raises(ConfigError, match="overlong_buffer=4096 must be smaller"):
         Algorithm(overlong_buffer=4096).resolve(max_new_tokens=80)
+    assert Algorithm(overlong_buffer="12.5%").resolve(max_new_tokens=80).overlong_buffer == 10
+    assert Algorithm(overlong_buffer="1%").resolve(max_new_tokens=20).overlong_buffer == 1
+
+
+def test_overlong_buffer_none_is_refused_with_its_new_spelling():
+    with pytest.raises(ConfigError, match="overlong_buffer=None is written overlong_buffer='20%'"):
+        Algorithm(overlong_buffer=None)
 
 
 def test_registry_rejects_duplicates_and_lists_valid_names():

@@ -142,7 +142,7 @@ def test_summary_counts_a_diverged_seed_as_zero_and_says_so(tmp_path, capsys, mo
         {
             "status": ["FINISHED", "FINISHED", "FINISHED", "FINISHED"],
             "metrics.eval/pass_at_1": [0.6, 0.55, 0.5, 0.4],
-            "tags.outcome": ["finished", "diverged", "diverged", "finished"],
+            "tags.ablate.outcome": ["finished", "diverged", "diverged", "finished"],
             "tags.ablate.arm": ["a", "a", "a", "b"],
             "tags.ablate.model": ["rl_ready"] * 4,
             "tags.ablate.template": ["plain"] * 4,

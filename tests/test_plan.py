@@ -44,7 +44,7 @@ def pilot(tmp_path_factory):
         run = parent.trial_tracker(trial.id, run_name=trial.id, tags=tags)
         run.log_metrics({"eval/pass_at_1": 0.1}, 0)
         run.log_metrics({"eval/pass_at_1": PILOT[trial.arm][trial.spec.seed]}, 10)
-        run.set_tags({"outcome": "finished"})
+        run.set_tags({"ablate.outcome": "finished"})
         run.close("FINISHED")
     parent.close("FINISHED")
     return results

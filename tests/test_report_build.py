@@ -76,7 +76,10 @@ def log_trial(parent: tracking.MLflowStudy, trial, rng, outcome="finished") -> N
                 step,
             )
     tracker.set_tags(
-        {"outcome": outcome, "outcome_message": "" if outcome == "finished" else "NaN loss"}
+        {
+            "ablate.outcome": outcome,
+            "ablate.outcome_message": "" if outcome == "finished" else "NaN loss",
+        }
     )
     tracker.close("FINISHED")
 

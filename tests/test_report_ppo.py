@@ -33,7 +33,7 @@ def test_ppo_arm_and_critic_cost_in_the_report(tmp_path):
             if trial.arm == "ppo":
                 metrics.update({"perf/critic_seconds": 0.25, "budget/critic_params": 129.0})
             tracker.log_metrics(metrics, step)
-        tracker.set_tags({"outcome": "finished"})
+        tracker.set_tags({"ablate.outcome": "finished"})
         tracker.close("FINISHED")
     parent.close("FINISHED")
     folder = build_report(study, tmp_path / "results", tmp_path / "reports")

@@ -93,3 +93,19 @@ def test_passk_phase_is_logged_and_cached(tmp_path):
     assert len(list((results / "passk-cache").glob("*.csv"))) == 1  # computed once, then cached
     table = (results / "six" / "passk.csv").read_text().splitlines()
     assert table[0].startswith("model,template,k") and len(table) == 1 + 2  # k = 1, 2
+    _assert_one_tag_namespace(results)
+
+
+def _assert_one_tag_namespace(results: Path) -> None:
+    """Every tag ablate writes on the parent and the trial runs is under `ablate.`."""
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking.default_tracking_uri(results))
+    experiment = client.get_experiment_by_name("six")
+    runs = client.search_runs([experiment.experiment_id])
+    assert len(runs) == 1 + 6  # the study's parent run and its trials
+    keys = {k for run in runs for k in run.data.tags}
+    assert {"ablate.outcome", "ablate.trial_id", "ablate.git.commit", "ablate.diff"} <= keys
+    assert {"ablate.algo.clip_high", "ablate.version.torch"} <= keys
+    foreign = sorted(k for k in keys if not k.startswith(("ablate.", "mlflow.")))
+    assert not foreign, f"tags outside the ablate namespace: {foreign}"

@@ -269,3 +269,6 @@ def test_path_between_named_algorithms_and_one_at_a_time_base_name():
     with pytest.raises(StudyError, match="start_name"):
         path(base, "dapo")
     assert one_at_a_time(base, base_name="grpo4", scale=["none"])[1].name == "grpo4[scale='none']"
+    for build in (one_at_a_time, full_factorial):
+        with pytest.raises(StudyError, match="an Algorithm base needs base_name="):
+            build(base, scale=["none"])

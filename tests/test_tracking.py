@@ -288,22 +288,26 @@ def test_tracker_context_manager_marks_failure(uri):
 def test_algorithm_diff_tags():
     algo = Algorithm(clip_high=0.28, loss_agg="token_mean")
     assert algorithm_diff_tags(algo, Algorithm()) == {
-        "diff.clip_high": "0.28",
-        "diff.loss_agg": "token_mean",
-        "diff": "clip_high=0.28, loss_agg=token_mean",
+        "ablate.diff.clip_high": "0.28",
+        "ablate.diff.loss_agg": "token_mean",
+        "ablate.diff": "clip_high=0.28, loss_agg=token_mean",
     }
-    assert algorithm_diff_tags(Algorithm(), Algorithm()) == {"diff": "none"}
+    assert algorithm_diff_tags(Algorithm(), Algorithm()) == {"ablate.diff": "none"}
 
 
 def test_environment_tags():
     import mlflow
 
     tags = environment_tags()
-    assert re.fullmatch(r"[0-9a-f]{40}|unknown", tags["git.commit"])
-    assert tags["git.dirty"] in {"true", "false", "unknown"}
-    assert tags["version.mlflow"] == mlflow.__version__
-    assert tags["version.python"] == ".".join(map(str, sys.version_info[:3]))
-    assert {"version.ablate", "version.torch", "version.transformers"} <= tags.keys()
+    assert re.fullmatch(r"[0-9a-f]{40}|unknown", tags["ablate.git.commit"])
+    assert tags["ablate.git.dirty"] in {"true", "false", "unknown"}
+    assert tags["ablate.version.mlflow"] == mlflow.__version__
+    assert tags["ablate.version.python"] == ".".join(map(str, sys.version_info[:3]))
+    assert {
+        "ablate.version.ablate",
+        "ablate.version.torch",
+        "ablate.version.transformers",
+    } <= tags.keys()
 
 
 def test_every_tracker_satisfies_the_protocol():

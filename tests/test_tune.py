@@ -91,7 +91,7 @@ def test_median_pruner_stops_a_clearly_worse_trial(tmp_path, monkeypatch):
     assert result.best_value == 0.8
     runs = load_runs(f"sqlite:///{tmp_path / 'mlflow.db'}", "stub-tune").sort_values("start_time")
     assert list(runs["status"]) == ["FINISHED", "FINISHED", "KILLED"]
-    assert runs["tags.outcome"].iloc[-1] == "pruned"
+    assert runs["tags.ablate.outcome"].iloc[-1] == "pruned"
 
 
 def test_sampled_values_reach_algorithm_and_optim():

@@ -119,8 +119,12 @@ def _other_weights(trial: pd.Series, run: pd.Series) -> bool:
 
 
 def _reason(run: pd.Series) -> str:
-    message = run.get("tags.outcome_message")
-    return message if isinstance(message, str) and message else str(run.get("tags.outcome", ""))
+    message = run.get(f"tags.{tracking.OUTCOME_MESSAGE}")
+    return (
+        message
+        if isinstance(message, str) and message
+        else str(run.get(f"tags.{tracking.OUTCOME}", ""))
+    )
 
 
 def _cell(arm: object, model: object, template: object, seed: object) -> tuple[str, ...]:
@@ -154,7 +158,7 @@ def trial_table(planned: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
             reason.append("no MLflow run (not started)")
             continue
         status.append(run["status"]), run_id.append(run["run_id"])
-        outcome.append(str(run.get("tags.outcome", "") or "").lower() or "unknown")
+        outcome.append(str(run.get(f"tags.{tracking.OUTCOME}", "") or "").lower() or "unknown")
         if run["status"] not in ("FINISHED", "FAILED", "KILLED"):
             reason.append(f"run not finished (status {run['status']})")
         else:

@@ -20,6 +20,7 @@ from scipy.stats import chi2
 from ablate.errors import ConfigError, StudyError
 from ablate.report import stats
 from ablate.study import Study
+from ablate.tracking import OUTCOME
 
 SD_UPPER_CONFIDENCE = 0.8
 _TAGS = ["tags.ablate.arm", "tags.ablate.model", "tags.ablate.template", "tags.ablate.seed"]
@@ -49,7 +50,7 @@ def pilot_values(results: str | Path, study_name: str) -> pd.DataFrame:
     metric = "metrics.eval/pass_at_1"
     if not len(runs) or metric not in runs or not set(_TAGS) <= set(runs.columns):
         raise StudyError(f"{root} holds no finished trials of study {study_name!r}")
-    outcome = runs.get("tags.outcome", pd.Series("", index=runs.index)).fillna("")
+    outcome = runs.get(f"tags.{OUTCOME}", pd.Series("", index=runs.index)).fillna("")
     keep = (runs["status"] == "FINISHED") & outcome.isin(["finished", "diverged"])
     runs = runs[keep]
     values = runs[metric].where(outcome[keep] != "diverged", 0.0)

@@ -63,6 +63,8 @@ FLUSH_EVERY_METRICS = 900
 _TERMINAL = ("FINISHED", "FAILED", "KILLED")
 
 KIND, STUDY, TRIAL, PARENT = "ablate.kind", "ablate.study", "ablate.trial_id", "mlflow.parentRunId"
+#: Every tag ablate writes is under `ablate.`; how a trial ended and why (the report's source).
+OUTCOME, OUTCOME_MESSAGE = "ablate.outcome", "ablate.outcome_message"
 
 
 def default_tracking_uri(results_dir: str | Path) -> str:
@@ -287,7 +289,7 @@ class MLflowTracker:
         for chunk in _chunks(new, _BATCH_PARAMS_TAGS):
             self._client.log_batch(self.run_id, params=chunk)
         # Tags too, because the UI and search filter/group by tags more easily than by params.
-        self.set_tags({k: v for k, v in values.items() if k.startswith("algo.")})
+        self.set_tags({f"ablate.{k}": v for k, v in values.items() if k.startswith("algo.")})
 
     def log_metrics(self, metrics: Mapping[str, float], step: int) -> None:
         now, step = int(time.time() * 1000), int(step)
