@@ -19,7 +19,7 @@ from typing import Any
 
 from ablate.algorithms import Algorithm
 from ablate.errors import AblateError, StudyError, StudyWarning
-from ablate.trial import Budget, EvalSpec, Optim, TrialSpec
+from ablate.trial import Budget, Engine, EvalSpec, Optim, TrialSpec
 
 __all__ = [
     "Arm",
@@ -241,7 +241,7 @@ class Study:
     extra: Sequence[Cells] = ()
     search: Mapping[str, SearchSpace] = field(default_factory=dict)
     checkpoint_every: int = 25
-    engine: str = "hf"
+    engine: Engine = "hf"
     device: str = "cpu"
     effect_of_interest: float | None = None
     """The smallest Δ pass@1 worth detecting: the report gives the seeds needed to detect it."""

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ablate.errors import AblateError
+from ablate.trial import setting_problems
 
 if TYPE_CHECKING:
     from ablate.study import Study
@@ -153,11 +154,9 @@ def _task_problems(study: Study) -> list[str]:
 
 
 def _setting_problems(study: Study) -> list[str]:
-    out = study.budget.problems() + study.optim.problems() + study.eval.problems()
-    if study.checkpoint_every < 0:
-        out.append(f"checkpoint_every={study.checkpoint_every} must be >= 0")
-    if study.engine not in ("hf", "vllm"):
-        out.append(f"engine={study.engine!r} must be 'hf' or 'vllm'")
+    out = setting_problems(
+        study.budget, study.optim, study.eval, study.checkpoint_every, study.engine
+    )
     e = study.effect_of_interest
     if e is not None and not (isinstance(e, int | float) and 0 < e <= 1):
         out.append(f"effect_of_interest={e!r} must be a Δ pass@1 in (0, 1], e.g. 0.02")

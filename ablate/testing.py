@@ -16,30 +16,16 @@ from ablate.tasks.base import Problem, Verdict
 
 #: Characters of the test tokenizer: digits, arithmetic, a little punctuation, lowercase letters.
 DEFAULT_ALPHABET = "0123456789+-*/=()., ?:!#\n<>abcdefghijklmnopqrstuvwxyz"
-SPECIAL_TOKENS = ("<pad>", "<bos>", "<eos>", "<unk>")  # ids 0, 1, 2, 3
 
 
 def char_tokenizer(alphabet: str = DEFAULT_ALPHABET):
-    """A `PreTrainedTokenizerFast` with one token per character; BOS is prepended when
-    `add_special_tokens=True`, never EOS; decoding joins characters without separators."""
-    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, processors
-    from transformers import PreTrainedTokenizerFast
+    """The zoo's character tokenizer (`ablate.models.tokenizer`) over a small vocabulary: the
+    special tokens (ids 0-3), then `alphabet` in its own order, so a tiny model needs only
+    4 + len(alphabet) embedding rows."""
+    from ablate.models.tokenizer import SPECIAL_TOKENS, tokenizer_from_vocab
 
     chars = list(dict.fromkeys(alphabet))
-    vocab = {token: i for i, token in enumerate([*SPECIAL_TOKENS, *chars])}
-    backend = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
-    backend.pre_tokenizer = pre_tokenizers.Split(Regex(r"[\s\S]"), behavior="isolated")
-    backend.decoder = decoders.Fuse()
-    backend.post_processor = processors.TemplateProcessing(
-        single="<bos> $A", special_tokens=[("<bos>", vocab["<bos>"])]
-    )
-    return PreTrainedTokenizerFast(
-        tokenizer_object=backend,
-        pad_token="<pad>",
-        bos_token="<bos>",
-        eos_token="<eos>",
-        unk_token="<unk>",
-    )
+    return tokenizer_from_vocab({t: i for i, t in enumerate([*SPECIAL_TOKENS, *chars])})
 
 
 #: The two benchmark sizes of the tiny zoo (random weights here).
@@ -329,22 +315,19 @@ def study_ledger(uri: str, study_name: str) -> dict[str, Any]:
     """What a study left in its MLflow store, for exactly-once checks: `runs` (trial id ->
     list of (run id, status), so a trial run twice shows two entries) and `rows` (trial id ->
     metric -> step -> how many rows the store holds)."""
-    from collections import Counter
-
     from ablate import tracking
 
-    client = tracking._client(uri)
     runs: dict[str, list[tuple[str, str]]] = {}
-    rows: dict[str, dict[str, Counter]] = {}
+    rows: dict[str, dict[str, dict[int, int]]] = {}
     frame = tracking.load_runs(uri, study_name)
     for _, run in frame.iterrows():
         runs.setdefault(run["trial_id"], []).append((run["run_id"], run["status"]))
         keys = [c[len("metrics.") :] for c in frame.columns if c.startswith("metrics.")]
         per_key = rows.setdefault(run["trial_id"], {})
         for key in keys:
-            history = client.get_metric_history(run["run_id"], key)
-            if history:
-                per_key[key] = Counter(m.step for m in history)
+            counts = tracking.metric_rows_per_step(uri, run["run_id"], key)
+            if counts:
+                per_key[key] = counts
     return {"runs": runs, "rows": rows}
 
 

@@ -11,7 +11,7 @@ import hashlib
 import json
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal, get_args
 
 from ablate.algorithms import Algorithm
 from ablate.errors import ConfigError
@@ -127,6 +127,21 @@ class EvalSpec:
         )
 
 
+Engine = Literal["hf", "vllm"]
+
+
+def setting_problems(
+    budget: Budget, optim: Optim, eval: EvalSpec, checkpoint_every: int, engine: str
+) -> list[str]:
+    """What is wrong with a trial's settings (a study's are checked by the same rules)."""
+    problems = budget.problems() + optim.problems() + eval.problems()
+    if not isinstance(checkpoint_every, int) or checkpoint_every < 0:
+        problems.append(f"checkpoint_every={checkpoint_every!r} must be an integer >= 0")
+    if engine not in get_args(Engine):
+        problems.append(f"engine={engine!r} must be 'hf' or 'vllm'")
+    return problems
+
+
 @dataclass(frozen=True, kw_only=True)
 class TrialSpec:
     """One trial: one algorithm from one base model under one template with one seed."""
@@ -144,7 +159,7 @@ class TrialSpec:
     eval: EvalSpec = field(default_factory=EvalSpec)
     checkpoint_every: int = 0
     """Save a resumable checkpoint every this many steps (0 = only at the end)."""
-    engine: str = "hf"
+    engine: Engine = "hf"
     """Rollout engine: "hf" (our KV-cache sampler, CPU or GPU) or "vllm" (GPU, optional extra)."""
     device: str = "cpu"
     """Torch device of the policy ("cpu", "cuda")."""
@@ -159,11 +174,9 @@ class TrialSpec:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "task_options", tuple(sorted(dict(self.task_options).items())))
-        problems = self.budget.problems() + self.optim.problems() + self.eval.problems()
-        if self.checkpoint_every < 0:
-            problems.append(f"checkpoint_every={self.checkpoint_every} must be >= 0")
-        if self.engine not in ("hf", "vllm"):
-            problems.append(f"engine={self.engine!r} must be 'hf' or 'vllm'")
+        problems = setting_problems(
+            self.budget, self.optim, self.eval, self.checkpoint_every, self.engine
+        )
         if problems:
             raise ConfigError("invalid trial:\n  - " + "\n  - ".join(problems))
 

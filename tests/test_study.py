@@ -272,3 +272,21 @@ def test_path_between_named_algorithms_and_one_at_a_time_base_name():
     for build in (one_at_a_time, full_factorial):
         with pytest.raises(StudyError, match="an Algorithm base needs base_name="):
             build(base, scale=["none"])
+
+
+@pytest.mark.parametrize(
+    ("changes", "problem"),
+    [
+        ({"engine": "tpu"}, "engine='tpu' must be 'hf' or 'vllm'"),
+        ({"checkpoint_every": -1}, "checkpoint_every=-1 must be an integer >= 0"),
+        ({"budget": Budget(max_steps=0)}, "max_steps"),
+    ],
+)
+def test_study_and_trial_refuse_bad_settings_by_the_same_rule(changes, problem):
+    from ablate.errors import ConfigError
+    from ablate.trial import TrialSpec
+
+    with pytest.raises(StudyError, match=re.escape(problem)):
+        Study(**{**OK, **changes})
+    with pytest.raises(ConfigError, match=re.escape(problem)):
+        TrialSpec(algorithm=ablate.baseline("grpo"), model="rl_ready", **changes)

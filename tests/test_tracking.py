@@ -102,7 +102,7 @@ def test_algorithm_fields_logged_as_params_and_tags(uri, client):
     data = client.get_run(tracker.run_id).data
     for name, value in algo.as_dict().items():
         assert data.params[f"algo.{name}"] == str(value)
-        assert data.tags[f"algo.{name}"] == str(value)
+        assert data.tags[f"ablate.algo.{name}"] == str(value)
     assert data.params["seed"] == "3"
     assert "seed" in data.tags  # from trial_tracker's tags, not from the params
     assert data.tags["seed"] == "0"

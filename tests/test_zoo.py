@@ -25,7 +25,7 @@ from ablate.models import (
 from ablate.models.build import BuildResult, build_recipe, check_recipe, pick_rungs
 from ablate.models.catalog import LADDER_RUNGS, RECIPES, get_recipe, recipe_of
 from ablate.models.pretrain import build_model, train_steps
-from ablate.models.recipe import Band, EvalSpec, ModelSize, PretrainSpec, Rung, ZooRecipe
+from ablate.models.recipe import Band, ModelSize, PassKMeasure, PretrainSpec, Rung, ZooRecipe
 from ablate.models.store import SHIPPED_DIR, cache_dir, read_meta, weights_sha256, write_meta
 from ablate.models.tokenizer import build_char_tokenizer
 from ablate.tasks import get_task, synthetic_charset
@@ -39,7 +39,7 @@ MICRO_LADDER = ZooRecipe(
     description="test-only micro ladder",
     size=ModelSize(hidden=32, intermediate=64, layers=1, heads=2),
     pretrain=PretrainSpec(max_steps=4, batch_size=8, warmup_steps=2),
-    eval=EvalSpec(problems=4, max_new_tokens=12, templates=(TRAINING_TEMPLATE, MILD_VARIANT)),
+    eval=PassKMeasure(problems=4, max_new_tokens=12, templates=(TRAINING_TEMPLATE, MILD_VARIANT)),
     rungs=LADDER_RUNGS,
     checkpoint_every=2,
 )

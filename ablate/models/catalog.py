@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from ablate.errors import ConfigError
-from ablate.models.recipe import Band, EvalSpec, ModelSize, PretrainSpec, Rung, ZooRecipe
+from ablate.models.recipe import Band, ModelSize, PassKMeasure, PretrainSpec, Rung, ZooRecipe
 from ablate.templates import MILD_VARIANT, STRONG_VARIANT, TRAINING_TEMPLATE
 
 #: Measured under: the corpus template, a mild variant (changed prefix) and a strong one.
@@ -47,7 +47,7 @@ RECIPES: dict[str, ZooRecipe] = {
         description="0.53M Llama, one pretraining run, rungs picked by measured Pass@k",
         size=ModelSize(),
         pretrain=PretrainSpec(max_steps=1200),
-        eval=EvalSpec(templates=EVAL_TEMPLATES),
+        eval=PassKMeasure(templates=EVAL_TEMPLATES),
         rungs=LADDER_RUNGS,
         checkpoint_every=50,
         # In the first measured build Pass@8 went 0.45 -> 0.88 between steps 300 and 350.
@@ -60,14 +60,14 @@ RECIPES: dict[str, ZooRecipe] = {
         description="0.53M Llama (hidden 128, 2 layers) pretrained 800 steps",
         size=ModelSize(),
         pretrain=PretrainSpec(max_steps=800),
-        eval=EvalSpec(templates=EVAL_TEMPLATES),
+        eval=PassKMeasure(templates=EVAL_TEMPLATES),
     ),
     "base-4m": ZooRecipe(
         name="base-4m",
         description="4.2M Llama (hidden 256, 4 layers) pretrained 800 steps (slow on CPU)",
         size=ModelSize(hidden=256, intermediate=1024, layers=4, heads=4),
         pretrain=PretrainSpec(max_steps=800),
-        eval=EvalSpec(templates=EVAL_TEMPLATES),
+        eval=PassKMeasure(templates=EVAL_TEMPLATES),
     ),
 }
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 import torch
 
 from ablate import seeding
-from ablate.models.recipe import EvalSpec
+from ablate.models.recipe import PassKMeasure
 
 
-def measure_passk(model, tokenizer, task, template, spec: EvalSpec) -> dict[str, float]:
+def measure_passk(model, tokenizer, task, template, spec: PassKMeasure) -> dict[str, float]:
     """{"pass1", "pass8" (k = spec.samples), "format_ok"} over `spec.problems` eval problems."""
     from ablate.batch import correct_matrix, sample_and_verify
     from ablate.passk import mean_pass_at_k

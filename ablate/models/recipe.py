@@ -25,11 +25,9 @@ class ModelSize:
 
 
 @dataclass(frozen=True, kw_only=True)
-class EvalSpec:
-    """How Pass@1 / Pass@8 are measured: fixed eval problems and a fixed sampling seed.
-
-    Not `ablate.trial.EvalSpec` (a trial's eval cadence): the two share no field but
-    `temperature`, and this one is part of `ZooRecipe.content_hash`."""
+class PassKMeasure:
+    """How the zoo measures a checkpoint's Pass@1 / Pass@8: fixed eval problems and a fixed
+    sampling seed (part of `ZooRecipe.content_hash`, which hashes the values, not the name)."""
 
     problems: int = 64
     samples: int = 8
@@ -99,7 +97,7 @@ class ZooRecipe:
     description: str
     size: ModelSize = field(default_factory=ModelSize)
     pretrain: PretrainSpec = field(default_factory=PretrainSpec)
-    eval: EvalSpec = field(default_factory=EvalSpec)
+    eval: PassKMeasure = field(default_factory=PassKMeasure)
     rungs: tuple[Rung, ...] = ()
     checkpoint_every: int = 50
     #: Checkpoint every `dense_every` steps while the last measurement is inside `dense_while`:

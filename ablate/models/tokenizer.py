@@ -28,13 +28,18 @@ def char_vocab(chars: Iterable[str] = ()) -> dict[str, int]:
 
 
 def build_char_tokenizer(chars: Iterable[str] = ()) -> PreTrainedTokenizerFast:
-    """A fast tokenizer splitting text into single characters (newlines and spaces included).
+    """A fast tokenizer splitting text into single characters (newlines and spaces included),
+    over `char_vocab(chars)`."""
+    return tokenizer_from_vocab(char_vocab(chars))
+
+
+def tokenizer_from_vocab(vocab: dict[str, int]) -> PreTrainedTokenizerFast:
+    """The character tokenizer over `vocab` (the special tokens included).
 
     Encoding prepends `<bos>` (like Llama tokenizers) so a prompt encodes exactly as it did in
     pretraining; decoding concatenates characters with no inserted spaces. Characters outside
     the vocabulary map to `<unk>`.
     """
-    vocab = char_vocab(chars)
     backend = Tokenizer(models.WordLevel(vocab, unk_token=UNK))
     # `[\s\S]` rather than `.`: Oniguruma's `.` does not match a newline.
     backend.pre_tokenizer = pre_tokenizers.Split(Regex(r"[\s\S]"), behavior="isolated")

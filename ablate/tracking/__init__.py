@@ -49,6 +49,7 @@ __all__ = [
     "list_artifacts",
     "load_runs",
     "metric_history",
+    "metric_rows_per_step",
     "study_run_id",
 ]
 
@@ -382,5 +383,6 @@ from ablate.tracking.read import (  # noqa: E402
     list_artifacts,
     load_runs,
     metric_history,
+    metric_rows_per_step,
     study_run_id,
 )

@@ -42,6 +42,14 @@ def metric_history(uri: str, run_id: str, key: str) -> list[tuple[int, float]]:
     return sorted(curve.items())
 
 
+def metric_rows_per_step(uri: str, run_id: str, key: str) -> dict[int, int]:
+    """{step: rows the store holds for `key` at that step}: more than 1 is a duplicate."""
+    counts: dict[int, int] = {}
+    for m in _client(uri).get_metric_history(run_id, key):
+        counts[m.step] = counts.get(m.step, 0) + 1
+    return counts
+
+
 def list_artifacts(uri: str, run_id: str, path: str | None = None) -> list[str]:
     """Artifact paths of a run directly under `path` (e.g. "samples"); [] when there are none."""
     return [a.path for a in _client(uri).list_artifacts(run_id, path)]
