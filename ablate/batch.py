@@ -159,22 +159,28 @@ def concat_scored(parts: Sequence[ScoredBatch]) -> ScoredBatch:
     )
 
 
+@dataclass(frozen=True)
+class StepSampler:
+    """What a trial samples its training batches with (the seed is the trial's RNG seed)."""
+
+    engine: RolloutEngine
+    task: Task
+    template: Template
+    algo: Algorithm
+    budget: Budget
+    seed: int
+
+
 def collect_batch(
-    engine: RolloutEngine,
-    stream: PromptStream,
-    task: Task,
-    template: Template,
-    algo: Algorithm,
-    budget: Budget,
-    *,
-    seed: int,
-    step: int,
-    counters: Counters,
+    sampler: StepSampler, stream: PromptStream, step: int, counters: Counters
 ) -> ScoredBatch:
     """Step `step`'s batch of `prompts_per_step` groups. With dynamic sampling, keep generating
-    until that many groups have unequal verifier rewards (DAPO §3.2: 0 < #correct < G).
+    until that many groups have unequal verifier rewards (DAPO §3.2: 0 < #correct < G); the
+    filter is `shaping.informative_groups`, the refill is sampling, so the loop lives here.
 
     The main stream moves by exactly P per step, to position step·P, whatever the arm."""
+    engine, task, template, algo = sampler.engine, sampler.task, sampler.template, sampler.algo
+    budget, seed = sampler.budget, sampler.seed
     p, g = budget.prompts_per_step, budget.group_size
     main = stream.window((step - 1) * p, p)
     stream.position = step * p

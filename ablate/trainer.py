@@ -18,7 +18,7 @@ import torch
 from ablate import diagnostics as diag
 from ablate import faults
 from ablate.algorithms import Algorithm
-from ablate.batch import Counters, PromptStream, collect_batch
+from ablate.batch import Counters, PromptStream, StepSampler, collect_batch
 from ablate.checkpoint import load_latest, save_checkpoint
 from ablate.errors import DivergedError, TrialError
 from ablate.estimators import AdvantageEstimator, make_estimator
@@ -68,6 +68,12 @@ class Setup:
     optimizer: torch.optim.Optimizer
     scheduler: torch.optim.lr_scheduler.LRScheduler
     estimator: AdvantageEstimator
+
+    @property
+    def sampler(self) -> StepSampler:
+        return StepSampler(
+            self.engine, self.task, self.template, self.algo, self.spec.budget, self.spec.rng_seed
+        )
 
     @property
     def learner(self) -> Learner:
@@ -160,17 +166,7 @@ def rl_step(s: Setup, state: TrainState, stream: PromptStream) -> dict[str, floa
     """One RL step: sample → shape → estimate → update → diagnostics."""
     algo, budget, step = s.algo, s.spec.budget, state.step + 1
     t0 = time.perf_counter()
-    batch = collect_batch(
-        s.engine,
-        stream,
-        s.task,
-        s.template,
-        algo,
-        budget,
-        seed=s.spec.rng_seed,
-        step=step,
-        counters=state.counters,
-    )
+    batch = collect_batch(s.sampler, stream, step, state.counters)
     t_gen = time.perf_counter()
     frozen = frozen_pass(s.model, s.ref, s.estimator.head, batch.rollouts, budget.temperature)
     shaped = shape(batch, frozen.old_logp, frozen.ref_logp, algo, budget.max_new_tokens)

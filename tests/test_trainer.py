@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from ablate.algorithms import Algorithm
-from ablate.batch import Counters, PromptStream, collect_batch
+from ablate.batch import Counters, PromptStream, StepSampler, collect_batch
 from ablate.checkpoint import TRAINER, checkpoint_dirs
 from ablate.estimators import make_estimator
 from ablate.shaping import shape
@@ -77,17 +77,8 @@ def batch_parts(algo: Algorithm, script, budget: Budget | None = None):
     budget = budget or spec().budget
     task = get_task("arithmetic", n_train=64, n_eval=8)
     counters = Counters()
-    batch = collect_batch(
-        ScriptedEngine(script, tokenizer=TOK),
-        PromptStream(task.problems("train"), 0),
-        task,
-        PLAIN,
-        algo,
-        budget,
-        seed=0,
-        step=1,
-        counters=counters,
-    )
+    sampler = StepSampler(ScriptedEngine(script, tokenizer=TOK), task, PLAIN, algo, budget, seed=0)
+    batch = collect_batch(sampler, PromptStream(task.problems("train"), 0), 1, counters)
     return batch, counters
 
 
