@@ -11,7 +11,7 @@ from typing import Any
 
 import torch
 
-from ablate.rollout.base import Rollouts, SamplingParams, check_group_size, resolve_problem_ids
+from ablate.rollout.base import Rollouts, SamplingParams, checked_request
 from ablate.tasks.base import Problem, Verdict
 
 #: Characters of the test tokenizer: digits, arithmetic, a little punctuation, lowercase letters.
@@ -105,9 +105,7 @@ class ScriptedEngine:
         *,
         problem_ids: Sequence[str] | None = None,
     ) -> Rollouts:
-        check_group_size(n)
-        prompts = list(prompts)
-        ids_per_prompt = resolve_problem_ids(prompts, problem_ids)
+        prompts, ids_per_prompt = checked_request(prompts, n, problem_ids)
         texts, completions, truncated = [], [], []
         for prompt in prompts:
             for j in range(n):

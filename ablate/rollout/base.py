@@ -161,6 +161,16 @@ class RolloutEngine(Protocol):
         ...
 
 
+def checked_request(
+    prompts: Sequence[str], n: int, problem_ids: Sequence[str] | None
+) -> tuple[list[str], list[str]]:
+    """A `generate` call's arguments checked, as every engine needs them: (prompts, their
+    problem ids). Raises ConfigError on a bad group size or a problem-id count mismatch."""
+    check_group_size(n)
+    prompts = list(prompts)
+    return prompts, resolve_problem_ids(prompts, problem_ids)
+
+
 def resolve_problem_ids(prompts: Sequence[str], problem_ids: Sequence[str] | None) -> list[str]:
     """Problem ids per prompt (defaulting to the prompt's index); raises on a length mismatch."""
     if problem_ids is None:

@@ -23,8 +23,7 @@ from torch import Tensor
 from ablate.rollout.base import (
     Rollouts,
     SamplingParams,
-    check_group_size,
-    resolve_problem_ids,
+    checked_request,
 )
 
 
@@ -71,9 +70,7 @@ class HFEngine:
         *,
         problem_ids: Sequence[str] | None = None,
     ) -> Rollouts:
-        check_group_size(n)
-        prompts = list(prompts)
-        ids_per_prompt = resolve_problem_ids(prompts, problem_ids)
+        prompts, ids_per_prompt = checked_request(prompts, n, problem_ids)
         prompt_ids, prompt_mask = self._encode(prompts)
         with torch.inference_mode(), _eval_mode(self.model):
             decoded = self._decode(prompt_ids, prompt_mask, n, sampling)

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 import torch
 
 from ablate.errors import ConfigError
-from ablate.rollout.base import Rollouts, SamplingParams, check_group_size, resolve_problem_ids
+from ablate.rollout.base import Rollouts, SamplingParams, checked_request
 
 
 def _import_vllm():
@@ -76,9 +76,7 @@ class VLLMEngine:
         *,
         problem_ids: Sequence[str] | None = None,
     ) -> Rollouts:
-        check_group_size(n)
-        prompts = list(prompts)
-        ids_per_prompt = resolve_problem_ids(prompts, problem_ids)
+        prompts, ids_per_prompt = checked_request(prompts, n, problem_ids)
         encoded = self.tokenizer(prompts, add_special_tokens=True)["input_ids"]
         requests = [self._vllm.TokensPrompt(prompt_token_ids=list(ids)) for ids in encoded]
         params = [self._params(sampling, n, i) for i in range(len(prompts))]
