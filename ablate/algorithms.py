@@ -24,19 +24,32 @@ from typing import Any, Literal, get_args, get_type_hints
 
 from ablate.errors import AblateWarning, ConfigError
 
-Baseline = Literal["group_mean", "leave_one_out"]
-Scale = Literal["group_std", "batch_std", "none"]
+Baseline = Literal["group_mean", "leave_one_out", "none"]
+Scale = Literal["group_std", "batch_std", "batch_centred_std", "token_whiten", "none"]
 RatioLevel = Literal["token", "sequence", "sequence_token"]
 LossAgg = Literal[
-    "token_mean", "seq_mean_token_mean", "seq_mean_token_sum", "seq_mean_token_sum_norm"
+    "token_mean",
+    "seq_mean_token_mean",
+    "seq_mean_token_sum",
+    "seq_mean_token_sum_norm",
+    "prompt_mean",
+    "token_sum",
 ]
+Surrogate = Literal["clip", "cispo", "sapo", "gmpo", "clip_cov", "kl_cov"]
+RolloutCorrection = Literal["none", "token_truncate", "sequence_mask"]
 KLEstimator = Literal["k1", "k2", "k3"]
 KLIn = Literal["loss", "reward"]
 AdvantageName = Literal["group", "gae"]
 
 # Aggregations that sum token losses inside a sequence: with a sequence-level ratio each
 # sequence's (single) loss is then counted |o_i| times, i.e. weighted by its length (trl#3823).
-TOKEN_SUMMING_AGGS = ("token_mean", "seq_mean_token_sum", "seq_mean_token_sum_norm")
+TOKEN_SUMMING_AGGS = (
+    "token_mean",
+    "seq_mean_token_sum",
+    "seq_mean_token_sum_norm",
+    "prompt_mean",
+    "token_sum",
+)
 
 #: DAPO's soft-overlong buffer as a share of the max generation length: 4,096 / 20,480 (§4.1).
 DAPO_BUFFER_SHARE = "20%"
@@ -51,9 +64,9 @@ class Algorithm:
     advantage: AdvantageName = "group"
     """Advantage estimator: group-relative rewards (GRPO family) or a learned critic + GAE (PPO)."""
     baseline: Baseline = "group_mean"
-    """Reward baseline within a group: group mean (GRPO) or leave-one-out mean (RLOO)."""
+    """Reward baseline: group mean (GRPO), leave-one-out mean (RLOO), or none (REINFORCE++)."""
     scale: Scale = "group_std"
-    """Divide centred rewards by the group's std, the whole batch's std, or nothing (Dr. GRPO)."""
+    """Divide by group std, batch std of rewards or of centred rewards; token-whiten; or none."""
     std_unbiased: bool = True
     """Std with N-1 (`torch.std`'s default, which TRL, verl and oat use) instead of N."""
     std_eps: float = 1e-6
@@ -77,17 +90,31 @@ class Algorithm:
     ratio_level: RatioLevel = "token"
     """Per-token ratio (PPO/GRPO), GSPO's length-normalised sequence ratio, or GSPO-token."""
 
-    # --- clipping -------------------------------------------------------------------------
+    # --- surrogate and clipping -----------------------------------------------------------
+    surrogate: Surrogate = "clip"
+    """Policy objective: PPO clip, CISPO, SAPO gates, GMPO geometric mean, Clip-Cov, KL-Cov."""
     clip_low: float = 0.2
-    """Lower clip: the ratio is clipped at 1 - clip_low."""
+    """Lower clip: the ratio is clipped at 1 - clip_low (gmpo: the log-ratio at -clip_low)."""
     clip_high: float = 0.2
-    """Upper clip: the ratio is clipped at 1 + clip_high (clip-higher: clip_high > clip_low)."""
+    """Upper clip: the ratio is clipped at 1 + clip_high (gmpo: the log-ratio at +clip_high)."""
     dual_clip: float | None = None
     """Dual-clip constant c > 1: negative-advantage token losses are capped at -A·c; None = off."""
+    sapo_tau_pos: float = 1.0
+    """SAPO's gate temperature for tokens with a positive advantage."""
+    sapo_tau_neg: float = 1.05
+    """SAPO's gate temperature for tokens with a non-positive advantage."""
+    cov_fraction: float = 2e-4
+    """Clip-Cov / KL-Cov: share of tokens (picked by covariance) detached / KL-penalised."""
+    cov_clip_low: float = 1.0
+    """Clip-Cov: tokens are drawn from those with covariance above this."""
+    cov_clip_high: float = 5.0
+    """Clip-Cov: tokens are drawn from those with covariance below this."""
+    kl_cov_coef: float = 1.0
+    """KL-Cov: weight of |log ratio| on the selected tokens."""
 
     # --- aggregation ----------------------------------------------------------------------
     loss_agg: LossAgg = "seq_mean_token_mean"
-    """How token losses become one number: token mean, sequence mean of token means/sums/sums÷L."""
+    """Token losses to one number: token mean/sum, seq. mean of token mean/sum/sum÷L, prompt mean."""
     loss_norm_constant: int | None = None
     """L of seq_mean_token_sum_norm; None = the budget's max new tokens (set by `resolve`)."""
 
@@ -112,6 +139,18 @@ class Algorithm:
     """Soft overlong punishment buffer: tokens (0 = off) or a share of max new tokens ("20%")."""
     overlong_penalty: float = 1.0
     """Reward penalty reached at the max generation length (DAPO Eq. 13)."""
+    zero_variance_filter: bool = False
+    """Drop groups whose rewards are all equal, without generating more to refill."""
+    retire_pass_rate: float | None = None
+    """No-Positive-Resampling: retire a prompt once its pass rate reaches this; None = off."""
+    random_reward: float | None = None
+    """Control arm: reward 1 with this probability, whatever the answer; None = the verifier's."""
+
+    # --- off-policy correction --------------------------------------------------------------
+    rollout_correction: RolloutCorrection = "none"
+    """Weight losses by trainer/engine probability: per token capped, or per sequence masked."""
+    rollout_correction_cap: float = 3.0
+    """The cap of `rollout_correction`."""
 
     # --- update schedule ------------------------------------------------------------------
     ppo_epochs: int = 1
@@ -192,11 +231,15 @@ def _finite(x: Any) -> bool:
 
 def _range_problems(a: Algorithm) -> list[str]:
     p = []
-    for name in ("std_eps", "clip_low", "clip_high", "kl_coef", "entropy_coef", "overlong_penalty"):
+    nonnegative = ("std_eps", "clip_low", "clip_high", "kl_coef", "entropy_coef", "overlong_penalty")
+    for name in (*nonnegative, "kl_cov_coef"):
         v = getattr(a, name)
         if not _finite(v) or v < 0:
             p.append(f"{name}={v!r} must be a finite number >= 0")
-    if _finite(a.clip_low) and a.clip_low >= 1:
+    # CISPO truncates a stop-gradient weight: a bound of 0 (clip_low=1) is MiniMax's "no lower
+    # bound"; a PPO clip at ratio 0 would be a mistake.
+    low_max = 1.0 if a.surrogate == "cispo" else 1.0 - 1e-12
+    if _finite(a.clip_low) and a.clip_low > low_max:
         p.append(f"clip_low={a.clip_low} must be < 1 (the ratio is clipped at 1 - clip_low > 0)")
     if a.dual_clip is not None and (not _finite(a.dual_clip) or a.dual_clip <= 1):
         p.append(f"dual_clip={a.dual_clip!r} must be None (off) or a number > 1 (verl uses 3.0)")
@@ -208,10 +251,39 @@ def _range_problems(a: Algorithm) -> list[str]:
     c = a.loss_norm_constant
     if c is not None and (not isinstance(c, int) or isinstance(c, bool) or c < 1):
         p.append(f"loss_norm_constant={c!r} must be a positive integer or None (max new tokens)")
-    p += _critic_range_problems(a)
-    for name in ("std_unbiased", "dynamic_sampling", "mask_truncated", "whiten_advantages"):
+    p += _critic_range_problems(a) + _surrogate_range_problems(a) + _data_range_problems(a)
+    bools = ("std_unbiased", "dynamic_sampling", "mask_truncated", "whiten_advantages")
+    for name in (*bools, "zero_variance_filter"):
         if not isinstance(getattr(a, name), bool):
             p.append(f"{name}={getattr(a, name)!r} must be True or False")
+    return p
+
+
+def _surrogate_range_problems(a: Algorithm) -> list[str]:
+    p = []
+    for name in ("sapo_tau_pos", "sapo_tau_neg"):
+        v = getattr(a, name)
+        if not _finite(v) or v <= 0:
+            p.append(f"{name}={v!r} must be a number > 0 (SAPO uses 1.0 and 1.05)")
+    if not _finite(a.cov_fraction) or not 0 < a.cov_fraction <= 1:
+        p.append(f"cov_fraction={a.cov_fraction!r} must be in (0, 1] (verl uses 2e-4)")
+    lo, hi = a.cov_clip_low, a.cov_clip_high
+    if not (_finite(lo) and _finite(hi) and lo < hi):
+        p.append(f"cov_clip_low={lo!r} must be a number below cov_clip_high={hi!r}")
+    return p
+
+
+def _data_range_problems(a: Algorithm) -> list[str]:
+    p = []
+    r = a.retire_pass_rate
+    if r is not None and (not _finite(r) or not 0 < r <= 1):
+        p.append(f"retire_pass_rate={r!r} must be None (off) or in (0, 1] (ScaleRL uses 0.9)")
+    q = a.random_reward
+    if q is not None and (not _finite(q) or not 0 <= q <= 1):
+        p.append(f"random_reward={q!r} must be None (the verifier) or a probability in [0, 1]")
+    c = a.rollout_correction_cap
+    if not _finite(c) or c < 1:
+        p.append(f"rollout_correction_cap={c!r} must be a number >= 1 (TRL uses 3.0)")
     return p
 
 
@@ -276,8 +348,45 @@ def _estimator_problems(a: Algorithm) -> list[str]:
     ]
 
 
+# Fields that one surrogate reads; set away from their defaults with another, they are refused.
+SURROGATE_FIELDS = {
+    "sapo_tau_pos": ("sapo",),
+    "sapo_tau_neg": ("sapo",),
+    "cov_fraction": ("clip_cov", "kl_cov"),
+    "cov_clip_low": ("clip_cov",),
+    "cov_clip_high": ("clip_cov",),
+    "kl_cov_coef": ("kl_cov",),
+    "clip_low": ("clip", "cispo", "gmpo", "clip_cov"),
+    "clip_high": ("clip", "cispo", "gmpo", "clip_cov"),
+    "dual_clip": ("clip",),
+}
+
+
+def _surrogate_problems(a: Algorithm) -> list[str]:
+    defaults = {f.name: f.default for f in fields(Algorithm)}
+    p = [
+        f"{name}={getattr(a, name)!r} does nothing with surrogate={a.surrogate!r} (it is read by "
+        f"{', '.join(users)}); remove it"
+        for name, users in SURROGATE_FIELDS.items()
+        if a.surrogate not in users and getattr(a, name) != defaults[name]
+    ]
+    if a.surrogate != "clip" and a.ratio_level != "token":
+        p.append(
+            f"ratio_level={a.ratio_level!r} is GSPO's ratio for the clipped surrogate; "
+            f"surrogate={a.surrogate!r} takes token ratios (gmpo forms its own sequence ratio)"
+        )
+    return p
+
+
 def _cross_field_problems(a: Algorithm) -> list[str]:
     p = _estimator_problems(a) if a.advantage in ("group", "gae") else []
+    if a.surrogate in get_args(Surrogate):
+        p += _surrogate_problems(a)
+    if a.zero_variance_filter and a.dynamic_sampling:
+        p.append(
+            "zero_variance_filter=True with dynamic_sampling=True: dynamic sampling already drops "
+            "flat groups (and refills); choose one"
+        )
     if a.loss_norm_constant is not None and a.loss_agg != "seq_mean_token_sum_norm":
         p.append(
             f"loss_norm_constant={a.loss_norm_constant} only applies to "
@@ -289,6 +398,14 @@ def _cross_field_problems(a: Algorithm) -> list[str]:
 
 
 def _warn_about_inert_factors(a: Algorithm) -> None:
+    if a.surrogate == "gmpo" and a.loss_agg != "seq_mean_token_mean":
+        warnings.warn(
+            f"surrogate='gmpo' with loss_agg={a.loss_agg!r}: GMPO's loss is one number per "
+            "sequence, averaged over sequences (loss_agg='seq_mean_token_mean'); other modes "
+            "weight sequences by their length",
+            AblateWarning,
+            stacklevel=4,
+        )
     if a.ratio_level != "token" and a.loss_agg in TOKEN_SUMMING_AGGS:
         warnings.warn(
             f"ratio_level={a.ratio_level!r} with loss_agg={a.loss_agg!r}: each sequence's loss is "

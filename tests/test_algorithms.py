@@ -83,7 +83,7 @@ def test_all_problems_are_reported_at_once_with_fixes():
     with pytest.raises(ConfigError) as err:
         Algorithm(scale="std", clip_low=1.5, dual_clip=0.5, minibatches=0)
     msg = str(err.value)
-    assert "scale='std' is not one of 'group_std', 'batch_std', 'none'" in msg
+    assert "scale='std' is not one of 'group_std', 'batch_std', 'batch_centred_std'" in msg
     assert "clip_low=1.5" in msg and "dual_clip=0.5" in msg and "minibatches=0" in msg
 
 
