@@ -1,18 +1,21 @@
-"""One RL step's data: draw prompts → rollouts → verify → dynamic sampling → rewards.
+"""One RL step's data: draw prompts → rollouts → verify → (random rewards) → dynamic sampling or
+zero-variance filtering → rewards; then No-Positive-Resampling's per-prompt record.
 
 Every generated sample and token is charged to the budget counters, including the batches
-dynamic sampling throws away.
+dynamic sampling throws away and the groups zero-variance filtering drops.
 
 Common random numbers survive dynamic sampling: step s's first attempt always draws the main
 stream's prompts [(s-1)·P, s·P) with a sampling seed keyed on (seed, step, attempt), and refills
 draw from their own stream keyed the same way. So every arm with one seed sees the same first
 batch at every step, and two dynamic-sampling arms the same refills, whatever their history.
+No-Positive-Resampling is the one factor that gives this up on purpose: which prompts an arm
+still trains on depends on its own history, so its main stream skips the retired ones.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import torch
@@ -21,7 +24,7 @@ from torch import Tensor
 from ablate.algorithms import Algorithm
 from ablate.errors import TrialError
 from ablate.rollout.base import RolloutEngine, Rollouts, SamplingParams
-from ablate.seeding import derive_seed, rng
+from ablate.seeding import derive_seed, generator, rng
 from ablate.shaping import expand_groups, informative_groups
 from ablate.tasks.base import Problem, Task, Verdict
 from ablate.templates import Template
@@ -30,14 +33,26 @@ from ablate.trial import Budget
 
 class PromptStream:
     """Training problems in a seeded order: a fresh permutation per epoch, so the k-th prompt
-    depends only on (seed, k). Its whole state is `position` (checkpoint-friendly)."""
+    depends only on (seed, k). Its state is `position`, plus, under No-Positive-Resampling, each
+    prompt's record `history` (id → [correct, sampled]) and the `retired` ids it skips; all three
+    go into the trial's checkpoint."""
 
-    def __init__(self, problems: Sequence[Problem], seed: int, position: int = 0) -> None:
+    def __init__(
+        self,
+        problems: Sequence[Problem],
+        seed: int,
+        position: int = 0,
+        *,
+        history: dict[str, Sequence[int]] | None = None,
+        retired: Sequence[str] = (),
+    ) -> None:
         if not problems:
             raise TrialError("the task's train split is empty")
         self.problems = list(problems)
         self.seed = seed
         self.position = position
+        self.history: dict[str, list[int]] = {k: list(v) for k, v in (history or {}).items()}
+        self.retired: set[str] = set(retired)
         self._orders: dict[int, list[int]] = {}
 
     def _order(self, epoch: int) -> list[int]:
@@ -59,13 +74,40 @@ class PromptStream:
         self.position += count
         return out
 
+    @property
+    def all_retired(self) -> bool:
+        return {p.id for p in self.problems} <= self.retired
+
+    def take_active(self, count: int) -> list[Problem]:
+        """The next `count` problems that are not retired; the position moves past retired
+        ones too. The caller checks `all_retired` first (this would never return)."""
+        out: list[Problem] = []
+        while len(out) < count:
+            (problem,) = self.take(1)
+            if problem.id not in self.retired:
+                out.append(problem)
+        return out
+
     def refill(self, step: int, attempt: int, count: int) -> list[Problem]:
         """`count` problems for dynamic sampling's attempt `attempt` (>= 2) of step `step`: a
         seeded draw of their own, so refills never consume (and so never shift) the main
-        stream that the other arms read."""
-        n = len(self.problems)
-        picks = rng(self.seed, "refill", str(step), str(attempt)).sample(range(n), min(count, n))
+        stream that the other arms read. Retired problems are not drawn; with none retired the
+        draw is the one over every problem."""
+        pool = [i for i, p in enumerate(self.problems) if p.id not in self.retired]
+        draw = rng(self.seed, "refill", str(step), str(attempt))
+        picks = draw.sample(pool, min(count, len(pool)))
         return [self.problems[picks[i % len(picks)]] for i in range(count)]
+
+    def record(self, batch: ScoredBatch, retire_at: float) -> None:
+        """Add every sample of `batch` to its prompt's history (by true correctness, whatever
+        reward was trained on), then retire each prompt whose pass rate is >= `retire_at`."""
+        for pid, ok in zip(batch.rollouts.problem_ids, batch.correct.tolist(), strict=True):
+            counts = self.history.setdefault(pid, [0, 0])
+            counts[0] += int(ok)
+            counts[1] += 1
+        for pid, (correct, sampled) in self.history.items():
+            if sampled and correct / sampled >= retire_at:
+                self.retired.add(pid)
 
 
 @dataclass
@@ -93,8 +135,10 @@ class ScoredBatch:
     correct: Tensor
     gen_batches: int = 1
     generated: ScoredBatch | None = None
-    """Every sample generated for this batch (all attempts, before dynamic sampling's filter);
-    None when that is the batch itself."""
+    """Every sample generated for this batch (all attempts, before dynamic sampling's or
+    zero-variance filtering's filter); None when that is the batch itself."""
+    metrics: dict[str, float] = field(default_factory=dict)
+    """The data-side factors' step metrics (`data/…`, `reward/random_reward_mean`, …)."""
 
     @property
     def all_samples(self) -> ScoredBatch:
@@ -174,27 +218,96 @@ class StepSampler:
 def collect_batch(
     sampler: StepSampler, stream: PromptStream, step: int, counters: Counters
 ) -> ScoredBatch:
-    """Step `step`'s batch of `prompts_per_step` groups. With dynamic sampling, keep generating
-    until that many groups have unequal verifier rewards (DAPO §3.2: 0 < #correct < G); the
-    filter is `shaping.informative_groups`, the refill is sampling, so the loop lives here.
+    """Step `step`'s batch of `prompts_per_step` groups, with the data-side factors of the
+    sampler's algorithm applied: random rewards on every attempt, then dynamic sampling (refill)
+    or zero-variance filtering (no refill: the batch may end up with no group at all), then
+    No-Positive-Resampling's record of every generated sample.
 
-    The main stream moves by exactly P per step, to position step·P, whatever the arm."""
-    engine, task, template, algo = sampler.engine, sampler.task, sampler.template, sampler.algo
+    Without No-Positive-Resampling the main stream moves by exactly P per step, to position
+    step·P, whatever the arm."""
+    algo, g = sampler.algo, sampler.budget.group_size
+    main = _main_prompts(stream, step, sampler.budget.prompts_per_step, algo)
+    if algo.dynamic_sampling:
+        batch = _dynamic_sampling(sampler, stream, main, step, counters)
+    else:
+        batch = _attempt(sampler, main, step, 1, counters)
+    metrics: dict[str, float] = {}
+    if algo.zero_variance_filter:
+        batch, metrics = _drop_flat_groups(batch, g)
+    if algo.random_reward is not None:
+        metrics.update(_random_reward_metrics(batch.all_samples))
+    if algo.retire_pass_rate is not None:
+        stream.record(batch.all_samples, algo.retire_pass_rate)
+        metrics["data/retired_prompts"] = float(len(stream.retired))
+    batch.metrics = metrics
+    return batch
+
+
+def _main_prompts(stream: PromptStream, step: int, p: int, algo: Algorithm) -> list[Problem]:
+    if algo.retire_pass_rate is None:
+        stream.position = step * p
+        return stream.window((step - 1) * p, p)
+    if stream.all_retired:
+        raise TrialError(
+            f"No-Positive-Resampling has retired all {len(stream.retired)} training prompts "
+            f"(pass rate >= retire_pass_rate={algo.retire_pass_rate}) before step {step}: "
+            "nothing is left to train on; raise retire_pass_rate, use a larger train split "
+            "or fewer steps"
+        )
+    return stream.take_active(p)
+
+
+def _random_reward_metrics(every: ScoredBatch) -> dict[str, float]:
+    # `reward/mean` is the random reward trained on; this is what the verifier would have paid
+    verifier = sum(v.reward for v in every.verdicts) / len(every.verdicts)
+    return {
+        "reward/random_reward_mean": every.scores.mean().item(),
+        "reward/verifier_mean": verifier,
+    }
+
+
+def _attempt(
+    sampler: StepSampler, problems: list[Problem], step: int, attempt: int, counters: Counters
+) -> ScoredBatch:
+    """One generation batch of `problems`, verified, charged, and under the random-reward
+    control its scores replaced (before any filter looks at them)."""
     budget, seed = sampler.budget, sampler.seed
-    p, g = budget.prompts_per_step, budget.group_size
-    main = stream.window((step - 1) * p, p)
-    stream.position = step * p
+    batch_seed = derive_seed(seed, "rollout", str(step), str(attempt))
+    sampling = sampling_for(budget, sampler.template, batch_seed)
+    scored = sample_and_verify(
+        sampler.engine, problems, sampler.template, sampler.task, sampling, n=budget.group_size
+    )
+    _charge(counters, scored, extra=attempt > 1)
+    if sampler.algo.random_reward is not None:
+        scored = random_rewards(scored, sampler.algo.random_reward, seed, step, attempt)
+    return scored
+
+
+def random_rewards(
+    scored: ScoredBatch, p: float, seed: int, step: int, attempt: int
+) -> ScoredBatch:
+    """The spurious-rewards control (Shao et al. 2025): each sample's training reward is 1 with
+    probability `p`, else 0, from a stream keyed on (seed, step, attempt), so two arms with one
+    seed draw the same rewards and the answer cannot leak in. `correct` stays the verifier's,
+    so accuracy and pass-rate metrics keep measuring real accuracy."""
+    draws = torch.rand(
+        scored.scores.shape, generator=generator(seed, "random_reward", str(step), str(attempt))
+    )
+    return replace(scored, scores=(draws < p).to(torch.float32))
+
+
+def _dynamic_sampling(
+    sampler: StepSampler, stream: PromptStream, main: list[Problem], step: int, counters: Counters
+) -> ScoredBatch:
+    """Keep generating until P groups have unequal rewards (DAPO §3.2: 0 < #correct < G); the
+    filter is `shaping.informative_groups`, the refill is sampling, so the loop lives here."""
+    algo, p, g = sampler.algo, sampler.budget.prompts_per_step, sampler.budget.group_size
     generated: list[ScoredBatch] = []
     kept: list[ScoredBatch] = []
     n_kept = 0
     for attempt in range(1, algo.max_gen_batches + 1):
         problems = main if attempt == 1 else stream.refill(step, attempt, p)
-        batch_seed = derive_seed(seed, "rollout", str(step), str(attempt))
-        sampling = sampling_for(budget, template, batch_seed)
-        scored = sample_and_verify(engine, problems, template, task, sampling, n=g)
-        _charge(counters, scored, extra=attempt > 1)
-        if not algo.dynamic_sampling:
-            return scored
+        scored = _attempt(sampler, problems, step, attempt, counters)
         generated.append(scored)
         keep = informative_groups(scored.scores, g)
         kept.append(scored.select(expand_groups(keep, g)))
@@ -211,6 +324,18 @@ def collect_batch(
         "almost all correct or all wrong (check its Pass@G); raise max_gen_batches or turn "
         "dynamic_sampling off"
     )
+
+
+def _drop_flat_groups(scored: ScoredBatch, g: int) -> tuple[ScoredBatch, dict[str, float]]:
+    """ScaleRL's zero-variance filtering: drop the groups whose rewards are all equal (they
+    have zero group-relative advantage) and generate nothing to replace them, unlike dynamic
+    sampling. Every sample stays in `generated`, so metrics over all samples still see them."""
+    keep = informative_groups(scored.scores, g)
+    batch = scored.select(expand_groups(keep, g))
+    batch.generated = scored
+    n_kept = int(keep.sum())
+    share = n_kept / keep.numel() if keep.numel() else 0.0
+    return batch, {"data/kept_groups": float(n_kept), "data/kept_group_frac": share}
 
 
 def _charge(counters: Counters, scored: ScoredBatch, *, extra: bool) -> None:

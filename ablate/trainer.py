@@ -18,7 +18,7 @@ import torch
 from ablate import diagnostics as diag
 from ablate import faults
 from ablate.algorithms import Algorithm
-from ablate.batch import Counters, PromptStream, StepSampler, collect_batch
+from ablate.batch import Counters, PromptStream, ScoredBatch, StepSampler, collect_batch
 from ablate.checkpoint import load_latest, save_checkpoint
 from ablate.errors import DivergedError, TrialError
 from ablate.estimators import AdvantageEstimator, make_estimator
@@ -92,6 +92,10 @@ class TrainState:
     stream_position: int = 0
     wall_seconds: float = 0.0
     counters: Counters = field(default_factory=Counters)
+    prompt_history: dict[str, list[int]] = field(default_factory=dict)
+    """No-Positive-Resampling's per-prompt [correct, sampled] (empty when it is off)."""
+    retired_prompts: list[str] = field(default_factory=list)
+    """The prompt ids No-Positive-Resampling has taken out of the stream, sorted."""
 
     def as_dict(self) -> dict[str, Any]:
         return {**self.__dict__, "counters": dict(self.counters.__dict__)}
@@ -163,11 +167,45 @@ def _default_engine(spec: TrialSpec) -> EngineFactory:
 
 
 def rl_step(s: Setup, state: TrainState, stream: PromptStream) -> dict[str, float]:
-    """One RL step: sample → shape → estimate → update → diagnostics."""
-    algo, budget, step = s.algo, s.spec.budget, state.step + 1
+    """One RL step: sample → shape → estimate → update → diagnostics. A batch that
+    zero-variance filtering emptied trains nothing (the step still counts, and is logged)."""
+    algo, step, g = s.algo, state.step + 1, s.spec.budget.group_size
     t0 = time.perf_counter()
     batch = collect_batch(s.sampler, stream, step, state.counters)
     t_gen = time.perf_counter()
+    n_trained = batch.rollouts.num_samples
+    trained = _update(s, state, batch, step) if n_trained else {"data/skipped_update": 1.0}
+    t_end = time.perf_counter()
+    # every sample generated (so arms compare); for a filtered batch also the trained ones
+    filtered = algo.dynamic_sampling or algo.zero_variance_filter
+    kept = diag.sample_metrics(batch, g, suffix="_kept") if filtered and n_trained else {}
+    metrics = {
+        **diag.sample_metrics(batch.all_samples, g),
+        **kept,
+        **batch.metrics,
+        **trained,
+        **state.counters.as_metrics(),
+        "budget/gen_batches_step": float(batch.gen_batches),
+        "perf/gen_seconds": t_gen - t0,
+        "perf/train_seconds": t_end - t_gen,
+        "perf/step_seconds": t_end - t0,
+        # non-padding tokens through forward + backward (for FLOP utilisation: 6 x params x this)
+        "perf/update_tokens": float(
+            forward_tokens(s.model, batch.rollouts) * algo.ppo_epochs if n_trained else 0
+        ),
+    }
+    # The harness's own cost (this dict), so benchmarks can report it as a share of the step.
+    metrics["perf/diagnostics_seconds"] = time.perf_counter() - t_end
+    state.step = step
+    state.stream_position = stream.position
+    state.prompt_history = {pid: list(counts) for pid, counts in stream.history.items()}
+    state.retired_prompts = sorted(stream.retired)
+    return metrics
+
+
+def _update(s: Setup, state: TrainState, batch: ScoredBatch, step: int) -> dict[str, float]:
+    """Shape → estimate → update on a non-empty batch; the metrics of those stages."""
+    algo, budget = s.algo, s.spec.budget
     frozen = frozen_pass(s.model, s.ref, s.estimator.head, batch.rollouts, budget.temperature)
     shaped = shape(batch, frozen.old_logp, frozen.ref_logp, algo, budget.max_new_tokens)
     estimate = s.estimator.estimate(shaped, frozen.readout)
@@ -178,31 +216,13 @@ def rl_step(s: Setup, state: TrainState, stream: PromptStream) -> dict[str, floa
         check_weights(module, step)
     s.engine.sync_weights(s.model)
     state.counters.trained_tokens += int(shaped.loss_mask.sum()) * algo.ppo_epochs
-    t_end = time.perf_counter()
-    g = budget.group_size
-    # every sample generated (so arms compare); for dynamic sampling also the trained ones
-    kept = diag.sample_metrics(batch, g, suffix="_kept") if algo.dynamic_sampling else {}
-    metrics = {
-        **diag.sample_metrics(batch.all_samples, g),
-        **kept,
+    return {
         **shaped.metrics,
         **estimate.metrics,
         **diag.advantage_metrics(estimate.advantages, shaped.loss_mask),
         **diag.mean_stats(stats),
         **s.estimator.step_metrics(),
-        **state.counters.as_metrics(),
-        "budget/gen_batches_step": float(batch.gen_batches),
-        "perf/gen_seconds": t_gen - t0,
-        "perf/train_seconds": t_end - t_gen,
-        "perf/step_seconds": t_end - t0,
-        # non-padding tokens through forward + backward (for FLOP utilisation: 6 x params x this)
-        "perf/update_tokens": float(forward_tokens(s.model, batch.rollouts) * algo.ppo_epochs),
     }
-    # The harness's own cost (this dict), so benchmarks can report it as a share of the step.
-    metrics["perf/diagnostics_seconds"] = time.perf_counter() - t_end
-    state.step = step
-    state.stream_position = stream.position
-    return metrics
 
 
 def budget_spent(spec: TrialSpec, state: TrainState) -> bool:
@@ -248,7 +268,13 @@ def train(
     tracker = tracker or NullTracker()
     s = setup_trial(spec, loaded=loaded, engine=engine)
     state = _start_or_resume(s, run_dir, tracker)
-    stream = PromptStream(s.task.problems("train"), spec.rng_seed, state.stream_position)
+    stream = PromptStream(
+        s.task.problems("train"),
+        spec.rng_seed,
+        state.stream_position,
+        history=state.prompt_history,
+        retired=state.retired_prompts,
+    )
     result = TrialResult(spec.id, "finished", state.step)
     last_eval: dict[str, float] = {}
     try:
