@@ -63,12 +63,12 @@ test-gpu: install
 	$(BIN)/python -m pytest -m "gpu" -q
 
 lint: install
-	$(BIN)/ruff check ablate baselines tests studies
-	$(BIN)/ruff format --check ablate baselines tests studies
+	$(BIN)/ruff check ablate baselines tests studies tools
+	$(BIN)/ruff format --check ablate baselines tests studies tools
 
 format: install
-	$(BIN)/ruff format ablate baselines tests studies
-	$(BIN)/ruff check --fix ablate baselines tests studies
+	$(BIN)/ruff format ablate baselines tests studies tools
+	$(BIN)/ruff check --fix ablate baselines tests studies tools
 
 # The suite compares against TRL: install the [bench] extra (trl), under the torch constraint.
 bench: install

@@ -114,7 +114,7 @@ class Algorithm:
 
     # --- aggregation ----------------------------------------------------------------------
     loss_agg: LossAgg = "seq_mean_token_mean"
-    """Token losses to one number: token mean/sum, seq. mean of token mean/sum/sum÷L, prompt mean."""
+    """Token losses to one number: token mean/sum, seq mean of token mean/sum/sum÷L, prompt mean."""
     loss_norm_constant: int | None = None
     """L of seq_mean_token_sum_norm; None = the budget's max new tokens (set by `resolve`)."""
 
@@ -231,8 +231,8 @@ def _finite(x: Any) -> bool:
 
 def _range_problems(a: Algorithm) -> list[str]:
     p = []
-    nonnegative = ("std_eps", "clip_low", "clip_high", "kl_coef", "entropy_coef", "overlong_penalty")
-    for name in (*nonnegative, "kl_cov_coef"):
+    nonnegative = ("std_eps", "clip_low", "clip_high", "kl_coef", "entropy_coef")
+    for name in (*nonnegative, "overlong_penalty", "kl_cov_coef"):
         v = getattr(a, name)
         if not _finite(v) or v < 0:
             p.append(f"{name}={v!r} must be a finite number >= 0")

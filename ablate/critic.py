@@ -102,6 +102,7 @@ def value_loss(
     clip: float | None,
     loss_agg: str = "token_mean",
     norm_constant: int | None = None,
+    group_ids: Tensor | None = None,
 ) -> tuple[Tensor, dict[str, float]]:
     """PPO's clipped value loss 0.5·agg(max((V - R)², (clip(V, V_old ± clip) - R)²)), aggregated
     like the policy loss. Stats: the loss, the share of tokens where the clipped term is the larger
@@ -115,7 +116,7 @@ def value_loss(
         clipped = (v_clipped - returns) ** 2
         per_token = torch.maximum(unclipped, clipped)
         clipped_wins = clipped > unclipped
-    loss = 0.5 * AGGREGATIONS.get(loss_agg)(per_token, mask, norm_constant)
+    loss = 0.5 * AGGREGATIONS.get(loss_agg)(per_token, mask, norm_constant, group_ids)
     with torch.no_grad():
         stats = {
             "critic/value_loss": float(loss),

@@ -103,7 +103,9 @@ class GroupEstimator:
         return []
 
     def estimate(self, batch: ShapedBatch, readout: HeadReadout | None) -> Estimate:
-        return Estimate(group_advantages(batch.rewards, self.group_size, self.algo))
+        lengths = batch.rollouts.completion_mask.sum(-1)
+        advantages = group_advantages(batch.rewards, self.group_size, self.algo, lengths=lengths)
+        return Estimate(advantages)
 
     def extra_loss(self, outputs, targets, loss_mask) -> tuple[Tensor | None, dict[str, float]]:
         return None, {}
@@ -152,7 +154,9 @@ class GAEEstimator:
             "critic/return_mean": masked_mean(returns, mask).item(),
         }
         self._seconds += readout.seconds + time.perf_counter() - t0
-        targets = {"old_values": old_values, "returns": returns}
+        # the rows' prompts travel with the targets: a prompt_mean value loss groups by them
+        group_ids = batch.rollouts.group_ids
+        targets = {"old_values": old_values, "returns": returns, "group_ids": group_ids}
         return Estimate(advantages, metrics, targets)
 
     def extra_loss(self, outputs, targets, loss_mask) -> tuple[Tensor | None, dict[str, float]]:
@@ -165,6 +169,7 @@ class GAEEstimator:
             clip=self.algo.vf_clip,
             loss_agg=self.algo.loss_agg,
             norm_constant=self.algo.loss_norm_constant,
+            group_ids=targets["group_ids"],
         )
         self._seconds += time.perf_counter() - t0
         return self.algo.vf_coef * loss, stats

@@ -15,19 +15,34 @@ import torch
 from torch import Tensor
 
 from ablate.errors import ConfigError
+from ablate.masked import LOG_RATIO_LIMIT, masked_mean, masked_sum
 from ablate.registry import Registry
+from ablate.surrogates import SURROGATES, clipped_surrogate
+
+__all__ = [
+    "AGGREGATIONS",
+    "BASELINES",
+    "KL_ESTIMATORS",
+    "LOG_RATIO_LIMIT",
+    "RATIOS",
+    "SCALES",
+    "SURROGATES",
+    "clipped_surrogate",
+    "group_advantages",
+    "masked_mean",
+    "masked_sum",
+    "policy_loss",
+]
 
 if TYPE_CHECKING:
     from ablate.algorithms import Algorithm
 
-#: The log-ratio is clamped before exp (as verl does): beyond e^±20 the clip has long bound,
-#: and an overflowing exp would turn the unselected branch's gradient into NaN.
-LOG_RATIO_LIMIT = 20.0
-
 BaselineFn = Callable[[Tensor], Tensor]  # rewards [n, G] -> baseline [n, G]
-ScaleFn = Callable[[Tensor, Tensor, "Algorithm"], Tensor]  # centred, rewards [n, G] -> [n, G]
+# centred, rewards, completion lengths [n, G] -> scaled [n, G]
+ScaleFn = Callable[[Tensor, Tensor, "Tensor | None", "Algorithm"], Tensor]
 RatioFn = Callable[[Tensor, Tensor, Tensor], Tensor]  # logp, old_logp, mask [B, T] -> log r [B, T]
-AggFn = Callable[[Tensor, Tensor, "int | None"], Tensor]  # loss, mask [B, T], L -> scalar
+# loss, mask [B, T], L, group ids [B] -> scalar
+AggFn = Callable[[Tensor, Tensor, "int | None", "Tensor | None"], Tensor]
 KLFn = Callable[[Tensor, Tensor], Tensor]  # logp, ref_logp [B, T] -> kl [B, T]
 
 BASELINES: Registry[BaselineFn] = Registry("baseline")
@@ -37,26 +52,22 @@ AGGREGATIONS: Registry[AggFn] = Registry("loss aggregation")
 KL_ESTIMATORS: Registry[KLFn] = Registry("KL estimator")
 
 
-# --- masked reductions ------------------------------------------------------------------------
-def masked_sum(x: Tensor, mask: Tensor, dim: int | None = None) -> Tensor:
-    return (x * mask).sum() if dim is None else (x * mask).sum(dim)
-
-
-def masked_mean(x: Tensor, mask: Tensor, dim: int | None = None) -> Tensor:
-    """Mean over the masked entries; 0 where there are none (never NaN)."""
-    count = mask.sum() if dim is None else mask.sum(dim)
-    return masked_sum(x, mask, dim) / count.clamp(min=1)
-
-
 def _divide_or_zero(x: Tensor, d: Tensor) -> Tensor:
     ok = d > 0
     return torch.where(ok, x / torch.where(ok, d, torch.ones_like(d)), torch.zeros_like(x))
 
 
 # --- advantages -------------------------------------------------------------------------------
+# A group whose rewards are all equal gets a baseline equal to its rewards, so its centred
+# rewards are exactly 0 (no rounding noise for a scale to divide by a tiny std).
+def _flat_is_exact(rewards: Tensor, baseline: Tensor) -> Tensor:
+    flat = (rewards == rewards[:, :1]).all(dim=1, keepdim=True)  # [n, 1]
+    return torch.where(flat, rewards, baseline)
+
+
 @BASELINES.register("group_mean")
 def group_mean_baseline(rewards: Tensor) -> Tensor:
-    return rewards.mean(dim=1, keepdim=True).expand_as(rewards)
+    return _flat_is_exact(rewards, rewards.mean(dim=1, keepdim=True).expand_as(rewards))
 
 
 @BASELINES.register("leave_one_out")
@@ -64,33 +75,68 @@ def leave_one_out_baseline(rewards: Tensor) -> Tensor:
     g = rewards.shape[1]
     if g < 2:
         raise ConfigError("baseline='leave_one_out' needs a group size of at least 2")
-    return (rewards.sum(dim=1, keepdim=True) - rewards) / (g - 1)
+    return _flat_is_exact(rewards, (rewards.sum(dim=1, keepdim=True) - rewards) / (g - 1))
+
+
+@BASELINES.register("none")
+def no_baseline(rewards: Tensor) -> Tensor:
+    # REINFORCE++ (arXiv 2501.03262): no per-prompt baseline; scale="token_whiten" then centres
+    # over the batch.
+    return torch.zeros_like(rewards)
 
 
 @SCALES.register("group_std")
-def group_std_scale(centred: Tensor, rewards: Tensor, algo: Algorithm) -> Tensor:
+def group_std_scale(centred: Tensor, rewards: Tensor, lengths: Tensor | None, algo: Algorithm):
     correction = 1 if algo.std_unbiased and rewards.shape[1] > 1 else 0
     std = rewards.std(dim=1, keepdim=True, correction=correction)
     return _divide_or_zero(centred, std + algo.std_eps)
 
 
 @SCALES.register("batch_std")
-def batch_std_scale(centred: Tensor, rewards: Tensor, algo: Algorithm) -> Tensor:
+def batch_std_scale(centred: Tensor, rewards: Tensor, lengths: Tensor | None, algo: Algorithm):
     # Lite-PPO / TRL scale_rewards="batch": group mean, but the std of all rewards in the batch.
     correction = 1 if algo.std_unbiased and rewards.numel() > 1 else 0
     std = rewards.reshape(-1).std(correction=correction)
     return _divide_or_zero(centred, std + algo.std_eps)
 
 
+@SCALES.register("batch_centred_std")
+def batch_centred_std_scale(centred: Tensor, rewards: Tensor, lengths: Tensor | None, algo):
+    # ScaleRL (arXiv 2510.13786) batch-level advantage normalisation: the std of the
+    # group-centred advantages over the whole batch, one value per completion.
+    correction = 1 if algo.std_unbiased and centred.numel() > 1 else 0
+    std = centred.reshape(-1).std(correction=correction)
+    return _divide_or_zero(centred, std + algo.std_eps)
+
+
+@SCALES.register("token_whiten")
+def token_whiten_scale(centred: Tensor, rewards: Tensor, lengths: Tensor | None, algo):
+    # verl's REINFORCE++ (masked_whiten): each completion's value repeated over its tokens, then
+    # re-centred on the token mean and divided by sqrt(unbiased token variance + 1e-8), so long
+    # completions weigh more in both. std_eps and std_unbiased are not read (verl's fixed form).
+    if lengths is None:
+        raise ValueError("scale='token_whiten' needs the completions' lengths")
+    w = lengths.to(centred.dtype)
+    n = w.sum()
+    if n < 2:
+        raise ConfigError("scale='token_whiten' needs at least 2 completion tokens in a batch")
+    mean = (centred * w).sum() / n
+    var = ((centred - mean) ** 2 * w).sum() / n * (n / (n - 1))
+    return (centred - mean) * torch.rsqrt(var + 1e-8)
+
+
 @SCALES.register("none")
-def no_scale(centred: Tensor, rewards: Tensor, algo: Algorithm) -> Tensor:
+def no_scale(centred: Tensor, rewards: Tensor, lengths: Tensor | None, algo: Algorithm):
     return centred
 
 
-def group_advantages(rewards: Tensor, group_size: int, algo: Algorithm) -> Tensor:
-    """Group-relative advantages [B] from rewards [B] in contiguous groups of `group_size`.
+def group_advantages(
+    rewards: Tensor, group_size: int, algo: Algorithm, *, lengths: Tensor | None = None
+) -> Tensor:
+    """Group-relative advantages [B] from rewards [B] in contiguous groups of `group_size`;
+    `lengths` [B] (completion tokens) are read by token-weighted scales.
 
-    A group whose rewards are all equal gets exactly 0 (no rounding noise divided by a tiny std).
+    A group whose rewards are all equal gets exactly 0 under a group baseline.
     """
     if rewards.ndim != 1:
         raise ValueError(f"rewards must be 1-D [B], got shape {tuple(rewards.shape)}")
@@ -99,9 +145,8 @@ def group_advantages(rewards: Tensor, group_size: int, algo: Algorithm) -> Tenso
     r = rewards if rewards.is_floating_point() else rewards.float()
     grouped = r.reshape(-1, group_size)  # [n, G]
     centred = grouped - BASELINES.get(algo.baseline)(grouped)
-    flat = (grouped == grouped[:, :1]).all(dim=1, keepdim=True)  # [n, 1]
-    centred = torch.where(flat, torch.zeros_like(centred), centred)
-    return SCALES.get(algo.scale)(centred, grouped, algo).reshape(-1)
+    lens = None if lengths is None else lengths.reshape(-1, group_size)
+    return SCALES.get(algo.scale)(centred, grouped, lens, algo).reshape(-1)
 
 
 # --- importance ratios ------------------------------------------------------------------------
@@ -125,19 +170,6 @@ def sequence_token_ratio(logp: Tensor, old_logp: Tensor, mask: Tensor) -> Tensor
     # GSPO-token: value sg[s_i]; gradient through each token's own log-prob.
     seq = sequence_log_ratio(logp, old_logp, mask).detach().unsqueeze(-1)
     return seq + logp - logp.detach()
-
-
-# --- surrogate --------------------------------------------------------------------------------
-def clipped_surrogate(log_ratio: Tensor, adv: Tensor, algo: Algorithm) -> Tensor:
-    """Per-token PPO loss [B, T] with decoupled clip bounds and optional dual clip; adv [B, 1] or
-    [B, T]."""
-    ratio = torch.exp(log_ratio.clamp(-LOG_RATIO_LIMIT, LOG_RATIO_LIMIT))
-    unclipped = -adv * ratio
-    clipped = -adv * ratio.clamp(1.0 - algo.clip_low, 1.0 + algo.clip_high)
-    loss = torch.maximum(unclipped, clipped)
-    if algo.dual_clip is not None:
-        loss = torch.where(adv < 0, torch.minimum(loss, -adv * algo.dual_clip), loss)
-    return loss
 
 
 # --- KL estimators (samples from pi_theta; log r = log pi_ref - log pi_theta) ------------------
@@ -171,28 +203,55 @@ def _rows(mask: Tensor) -> Tensor:
 
 
 @AGGREGATIONS.register("token_mean")
-def token_mean(loss: Tensor, mask: Tensor, norm_constant: int | None) -> Tensor:
+def token_mean(loss: Tensor, mask: Tensor, norm_constant: int | None, group_ids=None):
     return masked_sum(loss, mask) / mask.sum().clamp(min=1)
 
 
 @AGGREGATIONS.register("seq_mean_token_mean")
-def seq_mean_token_mean(loss: Tensor, mask: Tensor, norm_constant: int | None) -> Tensor:
+def seq_mean_token_mean(
+    loss: Tensor, mask: Tensor, norm_constant: int | None, group_ids=None
+) -> Tensor:
     return masked_mean(loss, mask, dim=-1).sum() / _rows(mask)
 
 
 @AGGREGATIONS.register("seq_mean_token_sum")
-def seq_mean_token_sum(loss: Tensor, mask: Tensor, norm_constant: int | None) -> Tensor:
+def seq_mean_token_sum(
+    loss: Tensor, mask: Tensor, norm_constant: int | None, group_ids=None
+) -> Tensor:
     return masked_sum(loss, mask, dim=-1).sum() / _rows(mask)
 
 
 @AGGREGATIONS.register("seq_mean_token_sum_norm")
-def seq_mean_token_sum_norm(loss: Tensor, mask: Tensor, norm_constant: int | None) -> Tensor:
+def seq_mean_token_sum_norm(
+    loss: Tensor, mask: Tensor, norm_constant: int | None, group_ids=None
+) -> Tensor:
     if norm_constant is None:
         raise ConfigError(
             "loss_agg='seq_mean_token_sum_norm' needs loss_norm_constant; "
             "call algo.resolve(max_new_tokens=...) first"
         )
     return seq_mean_token_sum(loss, mask, None) / norm_constant
+
+
+@AGGREGATIONS.register("prompt_mean")
+def prompt_mean(loss: Tensor, mask: Tensor, norm_constant: int | None, group_ids=None):
+    # ScaleRL (arXiv 2510.13786) "prompt average": the token mean within each prompt's group,
+    # then the mean over prompts with at least one token. group_ids [B] name each row's prompt.
+    if group_ids is None:
+        raise ValueError("loss_agg='prompt_mean' needs the rows' group ids")
+    _, group = torch.unique(group_ids.to(loss.device), return_inverse=True)  # [B] in 0..n-1
+    n = int(group.max()) + 1 if group.numel() else 0
+    sums = loss.new_zeros(n).index_add(0, group, masked_sum(loss, mask, -1))
+    counts = loss.new_zeros(n).index_add(0, group, mask.sum(-1).to(loss.dtype))
+    present = counts > 0
+    return (sums[present] / counts[present]).sum() / present.sum().clamp(min=1)
+
+
+@AGGREGATIONS.register("token_sum")
+def token_sum(loss: Tensor, mask: Tensor, norm_constant: int | None, group_ids=None):
+    # verl's "token-sum" (PR 7197): the plain sum over tokens; the gradient's scale then grows
+    # with the batch's token count.
+    return masked_sum(loss, mask)
 
 
 # --- the composed loss ------------------------------------------------------------------------
@@ -205,17 +264,22 @@ def policy_loss(
     *,
     ref_logp: Tensor | None = None,
     entropy: Tensor | None = None,
+    is_weights: Tensor | None = None,
+    group_ids: Tensor | None = None,
 ) -> tuple[Tensor, dict[str, float]]:
-    """Scalar loss to minimise and its diagnostics. logp, old_logp, mask, ref_logp, entropy: [B, T];
-    advantages: [B] (one per completion, broadcast over its tokens) or [B, T] (per token, GAE).
-    The KL term (kl_in="loss") and entropy bonus are added per token before aggregation, so they
-    share the policy loss's normaliser."""
+    """Scalar loss to minimise and its diagnostics. logp, old_logp, mask, ref_logp, entropy,
+    is_weights (rollout-correction weights, detached): [B, T]; advantages: [B] (one per
+    completion, broadcast over its tokens) or [B, T] (per token, GAE); group_ids [B] (the
+    prompt of each row, for loss_agg="prompt_mean"). The KL term (kl_in="loss") and entropy bonus
+    are added per token before aggregation, so they share the policy loss's normaliser."""
     _check_shapes(logp, old_logp, advantages, mask, ref_logp, entropy)
     mask = mask.to(logp.dtype)
     adv = advantages.to(logp.dtype)
     adv = adv if adv.ndim == 2 else adv.unsqueeze(-1)  # [B, T] or [B, 1]
     log_ratio = RATIOS.get(algo.ratio_level)(logp, old_logp, mask)  # [B, T]
-    pg_tok = clipped_surrogate(log_ratio, adv, algo)  # [B, T]
+    pg_tok, surrogate_stats = SURROGATES.get(algo.surrogate)(logp, log_ratio, adv, mask, algo)
+    if is_weights is not None:
+        pg_tok = pg_tok * is_weights.to(pg_tok.dtype)
     loss_tok = pg_tok
     kl_tok = None
     if ref_logp is not None:
@@ -227,9 +291,10 @@ def policy_loss(
     if entropy is not None and algo.entropy_coef > 0:
         loss_tok = loss_tok - algo.entropy_coef * entropy
     aggregate = AGGREGATIONS.get(algo.loss_agg)
-    loss = aggregate(loss_tok, mask, algo.loss_norm_constant)
+    loss = aggregate(loss_tok, mask, algo.loss_norm_constant, group_ids)
     stats = loss_stats(logp, old_logp, log_ratio, adv, mask, algo, kl_tok, entropy)
-    stats["pg_loss"] = float(aggregate(pg_tok.detach(), mask, algo.loss_norm_constant))
+    stats.update({k: float(v) for k, v in surrogate_stats.items()})
+    stats["pg_loss"] = float(aggregate(pg_tok.detach(), mask, algo.loss_norm_constant, group_ids))
     stats["loss"] = float(loss.detach())
     return loss, stats
 

@@ -227,6 +227,8 @@ def _minibatch_update(
         algo,
         ref_logp=None if batch.ref_logp is None else rows(batch.ref_logp),
         entropy=entropy,
+        is_weights=None if batch.is_weights is None else rows(batch.is_weights),
+        group_ids=rows(batch.rollouts.group_ids),
     )
     targets = {k: rows(v) for k, v in estimate.targets.items()}
     extra, extra_stats = estimator.extra_loss(outputs, targets, loss_mask)

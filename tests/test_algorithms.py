@@ -8,7 +8,7 @@ import warnings
 
 import pytest
 
-from ablate import objective
+from ablate import objective, shaping
 from ablate.algorithms import Algorithm, field_docs
 from ablate.errors import ConfigError
 from ablate.registry import Registry
@@ -72,6 +72,8 @@ def test_every_field_has_a_one_line_docstring():
         ("ratio_level", objective.RATIOS),
         ("loss_agg", objective.AGGREGATIONS),
         ("kl_estimator", objective.KL_ESTIMATORS),
+        ("surrogate", objective.SURROGATES),
+        ("rollout_correction", shaping.ROLLOUT_CORRECTIONS),
     ],
 )
 def test_literal_values_equal_registry_names(field, registry):

@@ -180,7 +180,7 @@ def test_constant_per_token_advantages_equal_the_per_sequence_result(mode, level
     results = []
     for a in (adv, adv.unsqueeze(-1).expand(4, 6).clone()):
         x = logp.clone().requires_grad_(True)
-        loss, stats = policy_loss(x, old, a, mask, algo)
+        loss, stats = policy_loss(x, old, a, mask, algo, group_ids=torch.tensor([0, 0, 1, 1]))
         loss.backward()
         results.append((loss.detach(), stats, x.grad))
     torch.testing.assert_close(results[0][0], results[1][0])

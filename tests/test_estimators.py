@@ -29,7 +29,8 @@ def test_every_advantage_value_has_exactly_one_estimator():
 
 def _shaped(rewards: torch.Tensor, lengths: list[int], t: int = 4) -> ShapedBatch:
     mask = (torch.arange(t) < torch.tensor(lengths).unsqueeze(-1)).float()
-    rollouts = type("R", (), {"completion_mask": mask})()
+    groups = torch.arange(len(lengths)) // 2
+    rollouts = type("R", (), {"completion_mask": mask, "group_ids": groups})()
     return ShapedBatch(rollouts, rewards, None, rewards, mask, torch.zeros_like(mask), None)
 
 

@@ -58,7 +58,7 @@ def test_fully_masked_row_is_not_counted_as_a_sequence():
     assert AGGREGATIONS.get("seq_mean_token_sum")(LOSS, mask, None).item() == pytest.approx(3.0)
 
 
-def _loop_aggregate(mode, loss, mask, L):
+def _loop_aggregate(mode, loss, mask, L, groups):
     rows = []
     for b in range(loss.shape[0]):
         toks = [loss[b, t].item() for t in range(loss.shape[1]) if mask[b, t] > 0]
@@ -69,6 +69,14 @@ def _loop_aggregate(mode, loss, mask, L):
         return sum(all_toks) / max(len(all_toks), 1)
     if mode == "seq_mean_token_mean":
         return sum(sum(r) / len(r) for r in nonempty) / max(len(nonempty), 1)
+    if mode == "token_sum":
+        return sum(all_toks)
+    if mode == "prompt_mean":
+        per_prompt = {}
+        for b, r in enumerate(rows):
+            per_prompt.setdefault(int(groups[b]), []).extend(r)
+        means = [sum(t) / len(t) for t in per_prompt.values() if t]
+        return sum(means) / max(len(means), 1)
     total = sum(sum(r) for r in nonempty) / max(len(nonempty), 1)
     return total if mode == "seq_mean_token_sum" else total / L
 
@@ -79,8 +87,9 @@ def test_aggregation_matches_loop_reference(mode):
     for _ in range(20):
         loss = torch.randn(5, 7, generator=g, dtype=torch.float64)
         mask = (torch.rand(5, 7, generator=g) < 0.6).double()
-        got = AGGREGATIONS.get(mode)(loss, mask, 9).item()
-        assert got == pytest.approx(_loop_aggregate(mode, loss, mask, 9), abs=1e-12)
+        groups = torch.tensor([3, 3, 0, 7, 7])  # ids need not be contiguous or sorted
+        got = AGGREGATIONS.get(mode)(loss, mask, 9, groups).item()
+        assert got == pytest.approx(_loop_aggregate(mode, loss, mask, 9, groups), abs=1e-12)
 
 
 # --- advantages -------------------------------------------------------------------------------
@@ -262,10 +271,15 @@ def test_k3_is_nonnegative_and_zero_when_policies_match():
 
 
 # --- the composed loss ------------------------------------------------------------------------
-def _weights(mode, mask, L):
+def _weights(mode, mask, L, groups):
     n_rows = (mask.sum(-1) > 0).sum()
     if mode == "token_mean":
         return mask / mask.sum()
+    if mode == "token_sum":
+        return mask
+    if mode == "prompt_mean":  # a token's weight: 1 / (its group's tokens · the prompts)
+        tokens = torch.stack([mask[groups == g].sum() for g in groups])
+        return mask / tokens.unsqueeze(-1) / len(set(groups.tolist()))
     if mode == "seq_mean_token_mean":
         return mask / mask.sum(-1, keepdim=True).clamp(min=1) / n_rows
     if mode == "seq_mean_token_sum":
@@ -289,9 +303,10 @@ def test_gradient_at_ratio_one_is_reinforce_weighted_by_aggregation(mode, level)
         ratio_level=level,
         minibatches=2,
     )
-    loss, stats = policy_loss(logp, old, adv, mask, a)
+    groups = torch.tensor([0, 1, 0, 1])
+    loss, stats = policy_loss(logp, old, adv, mask, a, group_ids=groups)
     loss.backward()
-    expected = -adv.unsqueeze(-1) * _weights(mode, mask, 8)
+    expected = -adv.unsqueeze(-1) * _weights(mode, mask, 8, groups)
     torch.testing.assert_close(logp.grad, expected)
     assert stats["clip_frac"] == 0.0 and stats["ratio_mean"] == pytest.approx(1.0)
 
@@ -382,7 +397,8 @@ def test_degenerate_inputs_are_finite(mode, level):
     )
     z = torch.zeros(2, 4, requires_grad=True)
     for mask in (torch.zeros(2, 4), torch.tensor([[1.0, 1, 0, 0], [0, 0, 0, 0]])):
-        loss, stats = policy_loss(z, torch.zeros(2, 4), torch.tensor([1.0, -1.0]), mask, a)
+        adv, groups = torch.tensor([1.0, -1.0]), torch.tensor([0, 1])
+        loss, stats = policy_loss(z, torch.zeros(2, 4), adv, mask, a, group_ids=groups)
         loss.backward()
         assert math.isfinite(loss.item()) and torch.isfinite(z.grad).all()
         assert all(math.isfinite(v) for v in stats.values())

@@ -58,7 +58,7 @@ def token_weights(loss_agg: str, norm: int | None, long: int, short: int) -> tup
     mask = torch.zeros(2, width)
     mask[0, :long], mask[1, :short] = 1.0, 1.0
     loss = torch.zeros(2, width, requires_grad=True)
-    AGGREGATIONS.get(loss_agg)(loss, mask, norm).backward()
+    AGGREGATIONS.get(loss_agg)(loss, mask, norm, torch.arange(2)).backward()
     return float(loss.grad[0, 0]), float(loss.grad[1, 0])
 
 
