@@ -25,11 +25,45 @@ EXPECTED_DIFF = {
     },
     "gspo": {"ratio_level", "clip_low", "clip_high", "kl_coef", "minibatches"},
     "ppo": {"advantage", "loss_agg", "kl_coef", "kl_estimator", "kl_in", "ppo_epochs"},
+    "cispo": {
+        "surrogate",
+        "clip_low",
+        "clip_high",
+        "loss_agg",
+        "kl_coef",
+        "dynamic_sampling",
+        "overlong_buffer",
+        "minibatches",
+    },
+    "sapo": {"surrogate", "kl_coef", "minibatches"},
+    "gmpo": {"surrogate", "clip_low", "clip_high", "kl_coef"},
+    "clip_cov": {"surrogate", "loss_agg", "kl_coef", "dynamic_sampling", "minibatches"},
+    "kl_cov": {
+        "surrogate",
+        "cov_fraction",
+        "loss_agg",
+        "kl_coef",
+        "dynamic_sampling",
+        "minibatches",
+    },
+    "rloo": {"baseline", "scale", "loss_agg", "kl_coef", "kl_estimator", "kl_in"},
+    "reinforce_pp": {"scale", "kl_coef", "kl_estimator"},
+    "lite_ppo": {"scale", "loss_agg", "kl_coef", "minibatches"},
+    "scalerl": {
+        "surrogate",
+        "clip_low",
+        "clip_high",
+        "loss_agg",
+        "scale",
+        "kl_coef",
+        "zero_variance_filter",
+        "retire_pass_rate",
+    },
 }
 
 
 def test_presets_ship_and_load_by_name():
-    assert set(EXPECTED_DIFF) <= set(ablate.baseline_names())
+    assert set(EXPECTED_DIFF) == set(ablate.baseline_names())  # a new preset needs its row here
     with pytest.raises(ConfigError, match=r"valid: .*dapo"):
         ablate.baseline("dapo2")
 
@@ -82,3 +116,54 @@ def test_every_preset_value_carries_a_citation(name):
     assert re.search(r"arXiv \d{4}\.\d{5}", module.__doc__ or ""), (
         "module docstring cites the paper"
     )
+
+
+def test_cispo_is_dapo_with_minimax_truncated_is_weights():
+    cispo, dapo = ablate.baseline("cispo"), ablate.baseline("dapo")
+    assert set(dapo.diff(cispo)) == {"surrogate", "clip_low", "clip_high"}
+    # M1 §3.1: no lower bound on the IS weight (1 - 1 = 0); the cap 1 + 4 = TRL's epsilon_high 5
+    assert (cispo.surrogate, cispo.clip_low, cispo.clip_high) == ("cispo", 1.0, 4.0)
+    assert cispo.loss_agg == "token_mean" and cispo.kl_coef == 0 and cispo.dynamic_sampling
+
+
+def test_sapo_and_gmpo_match_their_papers():
+    sapo, gmpo = ablate.baseline("sapo"), ablate.baseline("gmpo")
+    assert (sapo.surrogate, sapo.sapo_tau_pos, sapo.sapo_tau_neg) == ("sapo", 1.0, 1.05)
+    assert sapo.loss_agg == "seq_mean_token_mean" and sapo.minibatches == 4
+    assert (gmpo.surrogate, gmpo.clip_low, gmpo.clip_high) == ("gmpo", 0.4, 0.4)  # (e^-.4, e^.4)
+    assert gmpo.loss_agg == "seq_mean_token_mean" and gmpo.kl_coef == 0  # one loss per sequence
+
+
+def test_covariance_presets_match_the_authors_scripts():
+    clip_cov, kl_cov = ablate.baseline("clip_cov"), ablate.baseline("kl_cov")
+    assert clip_cov.surrogate == "clip_cov"
+    assert (clip_cov.cov_fraction, clip_cov.cov_clip_low, clip_cov.cov_clip_high) == (2e-4, 1, 5)
+    assert (kl_cov.surrogate, kl_cov.cov_fraction, kl_cov.kl_cov_coef) == ("kl_cov", 2e-3, 1.0)
+    for a in (clip_cov, kl_cov):  # verl's DAPO recipe, 256 prompts in mini-batches of 32
+        assert a.loss_agg == "token_mean" and a.dynamic_sampling and a.kl_coef == 0
+        assert a.minibatches == 8 and a.ppo_epochs == 1
+
+
+def test_advantage_presets_change_only_the_advantage_and_its_kl():
+    rloo, rpp, lite = (ablate.baseline(n) for n in ("rloo", "reinforce_pp", "lite_ppo"))
+    assert (rloo.baseline, rloo.scale, rloo.loss_agg) == (
+        "leave_one_out",
+        "none",
+        "seq_mean_token_sum",
+    )
+    assert (rloo.kl_coef, rloo.kl_estimator, rloo.kl_in) == (0.05, "k1", "reward")
+    assert (rpp.baseline, rpp.scale) == ("group_mean", "token_whiten")
+    assert (rpp.kl_coef, rpp.kl_estimator, rpp.kl_in) == (0.001, "k2", "loss")
+    assert (lite.baseline, lite.scale, lite.loss_agg) == ("group_mean", "batch_std", "token_mean")
+    assert (lite.surrogate, lite.clip_low, lite.clip_high, lite.kl_coef) == ("clip", 0.2, 0.2, 0)
+    for a in (rloo, rpp, lite):
+        assert a.surrogate == "clip" and a.advantage == "group"
+
+
+def test_scalerl_preset_is_the_papers_recipe():
+    s = ablate.baseline("scalerl")
+    assert (s.surrogate, s.clip_low, s.clip_high) == ("cispo", 1.0, 4.0)  # ε_max 5, no floor
+    assert (s.baseline, s.scale, s.loss_agg) == ("group_mean", "batch_centred_std", "prompt_mean")
+    assert s.zero_variance_filter and not s.dynamic_sampling  # drop flat prompts, no refill
+    assert s.retire_pass_rate == 0.9 and s.kl_coef == 0
+    assert s.updates_per_rollout == 1  # PipelineRL's asynchrony is not modelled
