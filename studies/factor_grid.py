@@ -6,7 +6,9 @@ Every arm runs the same update schedule (4 mini-batches per rollout, one epoch) 
 clip and ratio factors can act (with one update per rollout the ratio is always 1) and no step of
 the path is credited with an off-policy effect: the path ends at DAPO with its four techniques
 but this schedule (`dapo4`), not DAPO's 16 updates per rollout. PPO keeps the same schedule and no
-KL so that its row isolates the learned critic."""
+KL so that its row isolates the learned critic. The 2025 presets (CISPO, SAPO, GMPO, Clip-Cov,
+KL-Cov, RLOO, REINFORCE++ with baseline, Lite PPO, ScaleRL) run as whole recipes on the same
+schedule and without KL: each row is the preset against grpo4 in every field it changes."""
 
 import dataclasses
 
@@ -16,6 +18,18 @@ from ablate.study import Budget, EvalSpec, Study, arm, one_at_a_time, path
 MATCHED = {"minibatches": 4, "kl_coef": 0.0}
 BASE = dataclasses.replace(ablate.baseline("grpo"), **MATCHED)
 DAPO = dataclasses.replace(ablate.baseline("dapo"), **MATCHED)
+# the presets added with the 2025-26 factor fields (baselines/), each on the matched schedule
+PRESETS_2025 = (
+    "cispo",
+    "sapo",
+    "gmpo",
+    "clip_cov",
+    "kl_cov",
+    "rloo",
+    "reinforce_pp",
+    "lite_ppo",
+    "scalerl",
+)
 
 STUDY = Study(
     name="factor_grid",
@@ -35,7 +49,9 @@ STUDY = Study(
     # clip_high alone is the path's first step
     + path(BASE, DAPO, start_name="grpo4", end_name="dapo4")
     # the reference row: a learned critic instead of group baselines, on the same schedule
-    + [arm("ppo", "ppo", ppo_epochs=1, **MATCHED)],
+    + [arm("ppo", "ppo", ppo_epochs=1, **MATCHED)]
+    # published recipes as whole arms, on the same schedule and without KL
+    + [arm(name, name, **MATCHED) for name in PRESETS_2025],
     reference="grpo4",
     seeds=[0, 1, 2],
     budget=Budget(max_steps=150, prompts_per_step=8, group_size=8, max_new_tokens=80),

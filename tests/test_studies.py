@@ -55,6 +55,21 @@ def test_factor_grid_includes_the_ppo_reference_row():
     assert ppo.advantage == "gae" and any(t.arm == "ppo" for t in study.trials())
 
 
+def test_factor_grid_runs_the_2025_presets_as_whole_recipes():
+    import ablate
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        study = load_study(STUDIES / "factor_grid.py")
+    names = {a.name for a in study.arms}
+    new = {"cispo", "sapo", "gmpo", "clip_cov", "kl_cov", "rloo", "reinforce_pp", "lite_ppo"}
+    new.add("scalerl")
+    assert new <= names
+    for name in new:
+        preset, algo = ablate.baseline(name), study.arm(name).algorithm
+        assert set(preset.diff(algo)) <= {"minibatches", "kl_coef"}, name  # only the schedule
+
+
 def test_factor_grid_path_runs_every_step_on_the_reference_schedule():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
