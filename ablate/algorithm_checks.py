@@ -49,9 +49,10 @@ def _range_problems(a: Algorithm) -> list[str]:
         v = getattr(a, name)
         if not _finite(v) or v < 0:
             p.append(f"{name}={v!r} must be a finite number >= 0")
-    # CISPO truncates a stop-gradient weight: a bound of 0 (clip_low=1) is MiniMax's "no lower
-    # bound"; a PPO clip at ratio 0 would be a mistake.
-    low_max = 1.0 if a.surrogate == "cispo" else 1.0 - 1e-12
+    # A bound of 0 (clip_low=1) is "no lower bound": MiniMax's for CISPO's stop-gradient weight,
+    # and the Clip-Cov authors' (their scripts set clip_ratio_low=high=1). Elsewhere a PPO clip
+    # at ratio 0 is a mistake.
+    low_max = 1.0 if a.surrogate in ("cispo", "clip_cov") else 1.0 - 1e-12
     if _finite(a.clip_low) and a.clip_low > low_max:
         p.append(f"clip_low={a.clip_low} must be < 1 (the ratio is clipped at 1 - clip_low > 0)")
     if a.dual_clip is not None and (not _finite(a.dual_clip) or a.dual_clip <= 1):

@@ -10,18 +10,19 @@ did not already clip. The authors run it on verl's DAPO recipe: GRPO advantages,
 loss, dynamic sampling (filter_groups on accuracy, max 10 generation batches), no KL, no
 overlong buffer, 256 prompts x 8 responses with PPO mini-batches of 32 prompts.
 
-Not reproduced: the scripts set clip_ratio_low=clip_ratio_high=1, i.e. the PPO clip is
-effectively off (ratio clipped to [0, 2]). `Algorithm` refuses clip_low >= 1 for this surrogate
-(only CISPO may bound the ratio at 0), so the preset keeps the PPO clip at verl's defaults,
-clip_ratio 0.2 on both sides (verl actor.yaml), which is also GRPO's."""
+The scripts set clip_ratio_low=clip_ratio_high=1: the PPO clip keeps only an upper bound at
+ratio 2 (the lower bound is 0), so covariance selection, not the clip, is what holds updates
+back."""
 
 import dataclasses
 
 from baselines.grpo import ALGORITHM as GRPO
 
 ALGORITHM = dataclasses.replace(
-    GRPO,  # scripts: adv_estimator=grpo (group-std advantages); clip 0.2 = verl's default
+    GRPO,  # scripts: adv_estimator=grpo (group-std advantages)
     surrogate="clip_cov",  # scripts: loss_mode="clip_cov"
+    clip_low=1.0,  # scripts: clip_ratio_low=1 (no lower bound)
+    clip_high=1.0,  # scripts: clip_ratio_high=1 (ratio capped at 2)
     cov_fraction=2e-4,  # scripts: clip_cov_ratio=0.0002 (7B and 32B); verl default 0.0002
     cov_clip_low=1.0,  # scripts: clip_cov_lb=1.0; verl default 1.0
     cov_clip_high=5.0,  # scripts: clip_cov_ub=5.0; verl default 5.0

@@ -37,7 +37,15 @@ EXPECTED_DIFF = {
     },
     "sapo": {"surrogate", "kl_coef", "minibatches"},
     "gmpo": {"surrogate", "clip_low", "clip_high", "kl_coef"},
-    "clip_cov": {"surrogate", "loss_agg", "kl_coef", "dynamic_sampling", "minibatches"},
+    "clip_cov": {
+        "surrogate",
+        "clip_low",
+        "clip_high",
+        "loss_agg",
+        "kl_coef",
+        "dynamic_sampling",
+        "minibatches",
+    },
     "kl_cov": {
         "surrogate",
         "cov_fraction",
