@@ -152,15 +152,37 @@ def verifier_reward(task, template, problems, lengths: list[int]):
     return reward
 
 
-def _trainer(case: StepCase, folder: Path, clock: StepClock, steps: int, out: str, lengths):
+def arithmetic_trainer(args, folder: Path | str, lengths: list[int], problems: int, callbacks=()):
+    """TRL's GRPOTrainer on our arithmetic task (plain template, our verifier as the reward) for
+    the model in `folder` (or a zoo name), with GRPOConfig `args`."""
     from datasets import Dataset
-    from transformers import TrainerCallback
     from transformers.trainer_callback import PrinterCallback
     from trl import GRPOTrainer
 
     from ablate.models import load_model
     from ablate.tasks import get_task
     from ablate.templates import get_template
+
+    task, template = get_task("arithmetic"), get_template("plain")
+    chosen = task.problems("train")[:problems]
+    data = Dataset.from_dict(
+        {"prompt": [template.render(p.question) for p in chosen], "index": range(len(chosen))}
+    )
+    model, tokenizer = load_model(folder)
+    trainer = GRPOTrainer(
+        model=model,
+        reward_funcs=verifier_reward(task, template, chosen, lengths),
+        args=args,
+        train_dataset=data,
+        processing_class=tokenizer,
+        callbacks=list(callbacks),
+    )
+    trainer.remove_callback(PrinterCallback)  # it prints TRL's metrics dict to the console
+    return trainer
+
+
+def _trainer(case: StepCase, folder: Path, clock: StepClock, steps: int, out: str, lengths):
+    from transformers import TrainerCallback
 
     class Interleave(TrainerCallback):
         def on_step_begin(self, args, state, control, **kwargs):
@@ -169,22 +191,9 @@ def _trainer(case: StepCase, folder: Path, clock: StepClock, steps: int, out: st
         def on_step_end(self, args, state, control, **kwargs):
             clock.on_step_end()
 
-    task, template = get_task("arithmetic"), get_template("plain")
-    problems = task.problems("train")[: max(1024, steps * case.prompts)]
-    data = Dataset.from_dict(
-        {"prompt": [template.render(p.question) for p in problems], "index": range(len(problems))}
-    )
-    model, tokenizer = load_model(folder)
-    trainer = GRPOTrainer(
-        model=model,
-        reward_funcs=verifier_reward(task, template, problems, lengths),
-        args=grpo_config(case, steps, out),
-        train_dataset=data,
-        processing_class=tokenizer,
-        callbacks=[Interleave()],
-    )
-    trainer.remove_callback(PrinterCallback)  # it prints TRL's metrics dict to the console
-    return trainer
+    args = grpo_config(case, steps, out)
+    problems = max(1024, steps * case.prompts)
+    return arithmetic_trainer(args, folder, lengths, problems, callbacks=[Interleave()])
 
 
 @dataclass

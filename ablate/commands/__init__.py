@@ -12,6 +12,7 @@ COMMAND_MODULES = (
     "passk",
     "report",
     "plan",
+    "peers",
     "bench",
     "calibrate",
 )

@@ -1,0 +1,207 @@
+"""The vocabulary of the peer tables (`trl.py`, `verl.py`): how one trainer expresses one value of
+one `Algorithm` field, and which values of each field are told apart.
+
+A table maps field → value class → variants. A value class is a Literal value, True/False, or a
+named range of a numeric field ("0", "above 0"). A variant is one answer — exact (the config keys),
+approximate (keys and what differs), cannot (why), or moot (another field refuses in that case) —
+that applies `when` other fields have the given value classes; the first matching variant wins,
+and the last one of every list applies unconditionally.
+
+Standard library only, like `ablate.algorithms`: the tables are data, read by the matrix, the
+export and the tests.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, fields
+from typing import Any, Literal, get_args, get_type_hints
+
+from ablate.algorithm_checks import GAE_ONLY_FIELDS, GROUP_ONLY_FIELDS, SURROGATE_FIELDS
+from ablate.algorithms import Algorithm
+from ablate.trial import Budget
+
+Kind = Literal["exact", "approximate", "cannot", "moot"]
+
+
+@dataclass(frozen=True)
+class PeerBudget:
+    """The trial budget an export fills budget-dependent keys from (ablate's defaults)."""
+
+    prompts: int = Budget().prompts_per_step
+    group: int = Budget().group_size
+    max_new_tokens: int = Budget().max_new_tokens
+
+
+@dataclass(frozen=True)
+class Expr:
+    """A key value computed from the (resolved) algorithm and the budget; `text` is how the
+    matrix shows it. `fn=None` means the value of the field the entry belongs to."""
+
+    text: str
+    fn: Callable[[Algorithm, PeerBudget], Any] | None = None
+
+    def value(self, name: str, algo: Algorithm, budget: PeerBudget) -> Any:
+        return getattr(algo, name) if self.fn is None else self.fn(algo, budget)
+
+
+#: The entry's own field value, e.g. {"epsilon": SELF} under clip_low.
+SELF = Expr("")
+
+
+@dataclass(frozen=True)
+class Variant:
+    kind: Kind
+    keys: Mapping[str, Any] = field(default_factory=dict)
+    note: str = ""
+    when: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    see: str = ""
+    """A cross-reference shown in the matrix only (e.g. which field sets a fused key)."""
+
+
+Table = Mapping[str, Mapping[str, tuple[Variant, ...]]]
+
+
+def _when(when: Mapping[str, str | tuple[str, ...]] | None) -> dict[str, tuple[str, ...]]:
+    return {k: (v,) if isinstance(v, str) else tuple(v) for k, v in (when or {}).items()}
+
+
+def exact(
+    keys: Mapping[str, Any] | None = None, note: str = "", when=None, see: str = ""
+) -> Variant:
+    return Variant("exact", dict(keys or {}), note, _when(when), see)
+
+
+def approx(keys: Mapping[str, Any] | None, note: str, when=None) -> Variant:
+    return Variant("approximate", dict(keys or {}), note, _when(when))
+
+
+def cannot(why: str, when=None) -> Variant:
+    return Variant("cannot", {}, why, _when(when))
+
+
+def moot(why: str, when=None) -> Variant:
+    """Another field of the same algorithm refuses in this case: nothing to report here."""
+    return Variant("moot", {}, why, _when(when))
+
+
+def one(*variants: Variant) -> tuple[Variant, ...]:
+    return variants
+
+
+# --- value classes -----------------------------------------------------------------------------
+ValueTest = Callable[[Any, Algorithm], bool]
+
+
+def _any(v: Any, a: Algorithm) -> bool:
+    return True
+
+
+def _is_none(v: Any, a: Algorithm) -> bool:
+    return v is None
+
+
+def _zero(v: Any, a: Algorithm) -> bool:
+    return v == 0
+
+
+ANY: tuple[tuple[str, ValueTest], ...] = (("any", _any),)
+OPTIONAL: tuple[tuple[str, ValueTest], ...] = (("None", _is_none), ("a number", _any))
+ZERO_OR_MORE: tuple[tuple[str, ValueTest], ...] = (("0", _zero), ("above 0", _any))
+
+#: Value classes of the fields that are neither Literal nor bool, first match wins.
+NUMERIC_CLASSES: dict[str, tuple[tuple[str, ValueTest], ...]] = {
+    "std_eps": (
+        ("1e-6", lambda v, a: v == 1e-6),
+        ("1e-4", lambda v, a: v == 1e-4),
+        ("other", _any),
+    ),
+    "gae_gamma": ANY,
+    "gae_lambda": ANY,
+    "vf_coef": ANY,
+    "vf_clip": OPTIONAL,
+    "critic_lr": OPTIONAL,
+    "clip_low": (("below 1", lambda v, a: v < 1), ("1 (no lower bound)", _any)),
+    "clip_high": ANY,
+    "dual_clip": (
+        ("None", _is_none),
+        ("above 1 + clip_high", lambda v, a: v > 1 + a.clip_high),
+        ("up to 1 + clip_high", _any),
+    ),
+    "sapo_tau_pos": ANY,
+    "sapo_tau_neg": ANY,
+    "cov_fraction": ANY,
+    "cov_clip_low": ANY,
+    "cov_clip_high": ANY,
+    "kl_cov_coef": ANY,
+    "loss_norm_constant": (("None (max new tokens)", _is_none), ("an integer", _any)),
+    "kl_coef": ZERO_OR_MORE,
+    "entropy_coef": ZERO_OR_MORE,
+    "max_gen_batches": ANY,
+    "overlong_buffer": (("0 (off)", _zero), ("tokens or a share", _any)),
+    "overlong_penalty": ANY,
+    "retire_pass_rate": OPTIONAL,
+    "random_reward": OPTIONAL,
+    "rollout_correction_cap": ANY,
+    "ppo_epochs": ANY,
+    "minibatches": (("1", lambda v, a: v == 1), ("above 1", _any)),
+}
+
+
+def field_names() -> tuple[str, ...]:
+    return tuple(f.name for f in fields(Algorithm))
+
+
+@functools.cache
+def value_classes(name: str) -> tuple[tuple[str, ValueTest], ...]:
+    """The value classes of field `name`: its Literal values, True/False, or NUMERIC_CLASSES."""
+    hint = get_type_hints(Algorithm)[name]
+    values = get_args(hint)
+    if values and all(isinstance(v, str) for v in values):
+        return tuple((v, lambda x, a, v=v: x == v) for v in values)
+    if hint is bool:
+        return (("True", lambda x, a: x is True), ("False", lambda x, a: x is False))
+    return NUMERIC_CLASSES[name]
+
+
+def value_class(name: str, algo: Algorithm) -> str:
+    value = getattr(algo, name)
+    return next(label for label, test in value_classes(name) if test(value, algo))
+
+
+# --- fields an algorithm does not read -----------------------------------------------------------
+_STD_SCALES = ("group_std", "batch_std", "batch_centred_std")
+_INERT: dict[str, tuple[str, Callable[[Algorithm], bool]]] = {
+    "std_unbiased": ("no std scale", lambda a: a.scale not in _STD_SCALES),
+    "std_eps": ("no std scale", lambda a: a.scale not in _STD_SCALES),
+    "loss_norm_constant": (
+        "not seq_mean_token_sum_norm",
+        lambda a: a.loss_agg != "seq_mean_token_sum_norm",
+    ),
+    "kl_estimator": ("kl_coef=0", lambda a: a.kl_coef == 0),
+    "kl_in": ("kl_coef=0", lambda a: a.kl_coef == 0),
+    "max_gen_batches": ("no dynamic sampling", lambda a: not a.dynamic_sampling),
+    "overlong_penalty": ("no overlong buffer", lambda a: a.overlong_buffer == 0),
+    "rollout_correction_cap": ("no rollout correction", lambda a: a.rollout_correction == "none"),
+}
+
+
+def is_inert(name: str, algo: Algorithm) -> bool:
+    """Whether `algo` never reads field `name` (its value then needs no peer key)."""
+    if name in GAE_ONLY_FIELDS and algo.advantage != "gae":
+        return True
+    if name in GROUP_ONLY_FIELDS and algo.advantage == "gae":
+        return True
+    if name in SURROGATE_FIELDS and algo.surrogate not in SURROGATE_FIELDS[name]:
+        return True
+    rule = _INERT.get(name)
+    return rule is not None and rule[1](algo)
+
+
+def choose(table: Table, name: str, algo: Algorithm) -> Variant:
+    """The variant of `table` for field `name` of `algo` (first whose `when` matches)."""
+    for variant in table[name][value_class(name, algo)]:
+        if all(value_class(k, algo) in allowed for k, allowed in variant.when.items()):
+            return variant
+    raise LookupError(f"no variant of {name}={getattr(algo, name)!r} matches (table bug)")
