@@ -1,13 +1,15 @@
 """Held-out evaluation of the current policy: pass@1 (mean over n samples), pass@k (logged as
 eval/pass_at_k: MLflow names cannot hold "@"), length of correct and incorrect answers,
 truncation, tokens generated per correct answer (inference cost), self-checks; and when the
-trainer evaluates on a token cadence (`token_mark`).
+trainer evaluates on a compute cadence (`due_marks`: linear or log-spaced, in generated tokens or
+model FLOPs).
 
 The eval sampling seed depends only on the trial seed, so every arm with the same seed evaluates
 the same base model to the same numbers (common random numbers)."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -69,13 +71,45 @@ def evaluate(
     return metrics, records
 
 
-def token_mark(every_tokens: int, before: int, after: int) -> int | None:
-    """The largest multiple of `every_tokens` reached when the generated-token count went from
-    `before` to `after`, if that crossed one (None otherwise, or with the cadence off). Needs no
-    state beyond the counter, so a resumed trial evaluates where an uninterrupted one does."""
+def token_mark(every_tokens: float, before: float, after: float) -> float | None:
+    """The largest multiple of `every_tokens` reached when a compute counter (generated tokens,
+    model FLOPs) went from `before` to `after`, if that crossed one (None otherwise, or with the
+    cadence off). Needs no state beyond the counter, so a resumed trial evaluates where an
+    uninterrupted one does."""
     if every_tokens <= 0 or after // every_tokens == before // every_tokens:
         return None
     return after // every_tokens * every_tokens
+
+
+def log_mark(first: float, per_decade: int, before: float, after: float) -> float | None:
+    """The largest mark first × 10^(k / per_decade), k = 0, 1, …, in (before, after], if any
+    (None otherwise, or with `first` 0): the log-spaced cadence, stateless like `token_mark`."""
+    if first <= 0 or after < first:
+        return None
+    k = math.floor(per_decade * math.log10(after / first) + 1e-9)
+    mark = first * 10 ** (k / per_decade)
+    return mark if before < mark * (1 - 1e-12) else None
+
+
+#: the mark metric of each compute axis the eval cadence counts
+MARK_METRICS = {"tokens": "eval/token_mark", "flops": "eval/flops_mark"}
+
+
+def due_marks(
+    spec: EvalSpec, before: dict[str, float], after: dict[str, float]
+) -> dict[str, float]:
+    """eval/token_mark and eval/flops_mark: on each axis ("tokens", "flops") the largest mark
+    of its cadences (linear, log-spaced) that the step from `before` to `after` crossed."""
+    every = {"tokens": spec.every_tokens, "flops": spec.every_flops}
+    out = {}
+    for axis, name in MARK_METRICS.items():
+        found = [token_mark(every[axis], before[axis], after[axis])]
+        if spec.log_axis == axis:
+            found.append(log_mark(spec.log_from, spec.log_per_decade, before[axis], after[axis]))
+        crossed = [m for m in found if m is not None]
+        if crossed:
+            out[name] = float(max(crossed))
+    return out
 
 
 #: eval/ name of each `diagnostics.length_metrics` value logged at evaluation

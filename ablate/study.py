@@ -19,12 +19,13 @@ from typing import Any
 
 from ablate.algorithms import Algorithm
 from ablate.errors import AblateError, StudyError, StudyWarning
-from ablate.trial import Budget, Engine, EvalSpec, Optim, TrialSpec
+from ablate.trial import Budget, CurveSpec, Engine, EvalSpec, Optim, TrialSpec
 
 __all__ = [
     "Arm",
     "Budget",
     "Cells",
+    "CurveSpec",
     "EvalSpec",
     "Optim",
     "PassKSpec",
@@ -245,6 +246,8 @@ class Study:
     device: str = "cpu"
     effect_of_interest: float | None = None
     """The smallest Δ pass@1 worth detecting: the report gives the seeds needed to detect it."""
+    curves: CurveSpec | None = None
+    """Fit compute–performance curves in the report (set `eval`'s compute cadence with it)."""
 
     def __post_init__(self) -> None:
         for name in ("base_models", "arms", "templates", "seeds", "extra"):

@@ -160,6 +160,8 @@ def _setting_problems(study: Study) -> list[str]:
     e = study.effect_of_interest
     if e is not None and not (isinstance(e, int | float) and 0 < e <= 1):
         out.append(f"effect_of_interest={e!r} must be a Δ pass@1 in (0, 1], e.g. 0.02")
+    if study.curves is not None:
+        out += study.curves.problems()
     return out
 
 

@@ -20,9 +20,10 @@ from ablate import faults
 from ablate.algorithms import Algorithm
 from ablate.batch import Counters, PromptStream, ScoredBatch, StepSampler, collect_batch
 from ablate.checkpoint import load_latest, save_checkpoint
+from ablate.compute import Shape, StepPasses, matrix_weights, model_shape, step_flops
 from ablate.errors import DivergedError, TrialError
 from ablate.estimators import AdvantageEstimator, make_estimator
-from ablate.evaluation import evaluate, token_mark
+from ablate.evaluation import due_marks, evaluate
 from ablate.rollout.base import RolloutEngine
 from ablate.seeding import seed_everything
 from ablate.shaping import shape
@@ -68,6 +69,8 @@ class Setup:
     optimizer: torch.optim.Optimizer
     scheduler: torch.optim.lr_scheduler.LRScheduler
     estimator: AdvantageEstimator
+    shape: Shape
+    """The policy's architecture, for its model FLOPs (`ablate.compute`)."""
 
     @property
     def sampler(self) -> StepSampler:
@@ -96,6 +99,13 @@ class TrainState:
     """No-Positive-Resampling's per-prompt [correct, sampled] (empty when it is off)."""
     retired_prompts: list[str] = field(default_factory=list)
     """The prompt ids No-Positive-Resampling has taken out of the stream, sorted."""
+    generate_flops: float = 0.0  # model FLOPs (ablate.compute) of sampling so far
+    train_flops: float = 0.0  # ... and of the frozen passes and updates
+
+    def axes(self) -> dict[str, float]:
+        """The compute the eval cadence counts: generated tokens and model FLOPs."""
+        flops = self.generate_flops + self.train_flops
+        return {"tokens": float(self.counters.generated_tokens), "flops": flops}
 
     def as_dict(self) -> dict[str, Any]:
         return {**self.__dict__, "counters": dict(self.counters.__dict__)}
@@ -153,6 +163,7 @@ def setup_trial(
         optimizer,
         scheduler,
         estimator,
+        model_shape(model),
     )
 
 
@@ -176,6 +187,7 @@ def rl_step(s: Setup, state: TrainState, stream: PromptStream) -> dict[str, floa
     n_trained = batch.rollouts.num_samples
     trained = _update(s, state, batch, step) if n_trained else {"data/skipped_update": 1.0}
     t_end = time.perf_counter()
+    _charge_flops(s, state, batch, bool(n_trained))
     # every sample generated (so arms compare); for a filtered batch also the trained ones
     filtered = algo.dynamic_sampling or algo.zero_variance_filter
     kept = diag.sample_metrics(batch, g, suffix="_kept") if filtered and n_trained else {}
@@ -193,6 +205,10 @@ def rl_step(s: Setup, state: TrainState, stream: PromptStream) -> dict[str, floa
         "perf/update_tokens": float(
             forward_tokens(s.model, batch.rollouts) * algo.ppo_epochs if n_trained else 0
         ),
+        # cumulative model FLOPs (ablate.compute): sampling, frozen passes + updates, their sum
+        "perf/generate_flops": state.generate_flops,
+        "perf/train_flops": state.train_flops,
+        "perf/model_flops": state.axes()["flops"],
     }
     # The harness's own cost (this dict), so benchmarks can report it as a share of the step.
     metrics["perf/diagnostics_seconds"] = time.perf_counter() - t_end
@@ -201,6 +217,17 @@ def rl_step(s: Setup, state: TrainState, stream: PromptStream) -> dict[str, floa
     state.prompt_history = {pid: list(counts) for pid, counts in stream.history.items()}
     state.retired_prompts = sorted(stream.retired)
     return metrics
+
+
+def _charge_flops(s: Setup, state: TrainState, batch: ScoredBatch, trained: bool) -> None:
+    """Add the step's model FLOPs: every generated sample, and the passes `_update` ran."""
+    head = s.estimator.head
+    frozen = not batch.rollouts.logprobs_exact or head is not None
+    epochs = s.algo.ppo_epochs if trained else 0
+    passes = StepPasses(frozen, s.ref is not None, epochs, matrix_weights(head))
+    flops = step_flops(s.shape, batch.all_samples.rollouts, batch.rollouts, passes)
+    state.generate_flops += flops[0]
+    state.train_flops += flops[1]
 
 
 def _update(s: Setup, state: TrainState, batch: ScoredBatch, step: int) -> dict[str, float]:
@@ -234,9 +261,10 @@ def budget_spent(spec: TrialSpec, state: TrainState) -> bool:
 
 
 def _evaluate(
-    s: Setup, state: TrainState, tracker: Tracker, mark: int | None = None
+    s: Setup, state: TrainState, tracker: Tracker, marks: dict[str, float] | None = None
 ) -> dict[str, float]:
-    """Evaluate and log at the current step; `mark`: the token mark this eval stands for."""
+    """Evaluate and log at the current step; `marks`: the compute marks this eval stands for
+    (eval/token_mark, eval/flops_mark)."""
     metrics, records = evaluate(
         s.engine,
         s.task,
@@ -248,8 +276,7 @@ def _evaluate(
     metrics.update(
         {k.replace("budget/", "eval/budget_"): v for k, v in state.counters.as_metrics().items()}
     )
-    if mark is not None:
-        metrics["eval/token_mark"] = float(mark)
+    metrics.update(marks or {})
     tracker.log_metrics(metrics, state.step)
     tracker.log_samples("eval", records, state.step)
     return metrics
@@ -301,25 +328,24 @@ def _step_and_eval(
 ) -> dict[str, float]:
     """One RL step, logged, then the eval it is due (if any); their metrics together."""
     t0 = time.perf_counter()
-    tokens_before = state.counters.generated_tokens
+    before = state.axes()
     metrics = rl_step(s, state, stream)
     state.wall_seconds += time.perf_counter() - t0
     metrics["budget/wall_seconds"] = state.wall_seconds
     tracker.log_metrics(metrics, state.step)
     faults.point("step_logged", state.step)
-    every_tokens = s.spec.eval.every_tokens
-    mark = token_mark(every_tokens, tokens_before, state.counters.generated_tokens)
-    if _eval_due(s.spec, state, mark):
-        metrics = {**metrics, **_evaluate(s, state, tracker, mark)}
+    marks = due_marks(s.spec.eval, before, state.axes())
+    if _eval_due(s.spec, state, marks):
+        metrics = {**metrics, **_evaluate(s, state, tracker, marks)}
     return metrics
 
 
-def _eval_due(spec: TrialSpec, state: TrainState, mark: int | None) -> bool:
-    """Whether the step just done ends with an eval: on the step cadence or at a token mark, once
-    however many marks it crossed; never in the last step, whose eval is the final one."""
+def _eval_due(spec: TrialSpec, state: TrainState, marks: dict[str, float]) -> bool:
+    """Whether the step just done ends with an eval: on the step cadence or at a compute mark,
+    once however many marks it crossed; never in the last step, whose eval is the final one."""
     every = spec.eval.every
     on_cadence = bool(every) and state.step % every == 0
-    return (on_cadence or mark is not None) and not budget_spent(spec, state)
+    return (on_cadence or bool(marks)) and not budget_spent(spec, state)
 
 
 def _after_step(s, state, run_dir, progress, metrics, tracker) -> None:

@@ -10,7 +10,7 @@ import pytest
 
 from ablate.algorithms import Algorithm
 from ablate.errors import ConfigError
-from ablate.evaluation import evaluate, token_mark
+from ablate.evaluation import due_marks, evaluate, log_mark, token_mark
 from ablate.tasks.base import CHARSET
 from ablate.templates import get_template
 from ablate.testing import ScriptedEngine, ToyTask, ToyTemplate, char_tokenizer, tiny_llama
@@ -87,6 +87,53 @@ def test_a_step_crossing_several_marks_evaluates_once_at_the_largest():
     # 192 crosses 90 and 180; 384 crosses 270 and 360; step 3 is the final eval
     assert eval_steps(tracker) == [1, 2, 3]
     assert tracker.history("eval/token_mark") == [(1, 180.0), (2, 360.0)]
+
+
+def test_log_mark_by_hand():
+    # marks 100, 1000, 10000 (one per decade) and 100, 316.2, 1000, ... (two per decade)
+    assert log_mark(100, 1, 0, 99) is None
+    assert log_mark(100, 1, 0, 100) == 100  # reaching a mark exactly crosses it
+    assert log_mark(100, 1, 100, 999) is None  # starting on it does not
+    assert log_mark(100, 1, 50, 20_000) == 10_000  # several crossed: the largest
+    assert log_mark(100, 2, 300, 400) == pytest.approx(100 * 10**0.5)
+    assert log_mark(0, 4, 0, 10**9) is None  # cadence off
+
+
+def test_due_marks_takes_the_largest_mark_per_axis():
+    spec = EvalSpec(every_tokens=250, log_from=100, log_per_decade=1, every_flops=1e6)
+    before, after = {"tokens": 90, "flops": 5e5}, {"tokens": 260, "flops": 9e5}
+    assert due_marks(spec, before, after) == {"eval/token_mark": 250.0}  # log 100 < linear 250
+    after = {"tokens": 1100, "flops": 2.1e6}
+    assert due_marks(spec, before, after) == {"eval/token_mark": 1000.0, "eval/flops_mark": 2e6}
+    flops_log = EvalSpec(log_from=1e6, log_per_decade=1, log_axis="flops")
+    assert due_marks(flops_log, before, after) == {"eval/flops_mark": 1e6}
+
+
+def test_a_log_cadence_evaluates_at_the_hand_computed_steps():
+    tracker = MemoryTracker()
+    s = spec(0, eval=dataclasses.replace(spec(0).eval, log_from=150, log_per_decade=2))
+    train(s, tracker=tracker, loaded=loaded(), engine=scripted(always_truncated))
+    # tokens 192·step; marks 150, 474.3, 1500: crossed at steps 1 (150) and 3 (474.3 < 576);
+    # 1500 is crossed at step 8, after the budget
+    assert eval_steps(tracker) == [1, 3, 7]
+    assert [m for _, m in tracker.history("eval/token_mark")] == pytest.approx([150, 150 * 10**0.5])
+
+
+def test_a_flops_cadence_evaluates_where_the_logged_flops_cross_it():
+    tracker = MemoryTracker()
+    s = spec(0, eval=dataclasses.replace(spec(0).eval, every_flops=1.5e8))
+    train(s, tracker=tracker, loaded=loaded(), engine=scripted(always_truncated))
+    flops = [0.0] + [v for _, v in tracker.history("perf/model_flops")]
+    crossed = [i for i in range(1, 7) if flops[i] // 1.5e8 > flops[i - 1] // 1.5e8]
+    assert crossed and eval_steps(tracker) == [*crossed, 7]
+    marks = [m for _, m in tracker.history("eval/flops_mark")]
+    assert marks == [flops[i] // 1.5e8 * 1.5e8 for i in crossed]
+
+
+def test_compute_cadence_settings_are_checked():
+    problems = EvalSpec(every_flops=-1, log_from=-2, log_per_decade=0, log_axis="gpu").problems()
+    for word in ("every_flops=-1", "log_from=-2", "log_per_decade=0", "log_axis='gpu'"):
+        assert any(word in p for p in problems), word
 
 
 def test_every_tokens_must_not_be_negative():

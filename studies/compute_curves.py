@@ -1,0 +1,50 @@
+"""Compute–performance curves (ScaleRL, arXiv 2510.13786 §2 and App. A): GRPO, Dr. GRPO and DAPO
+on the RL-ready base, 3 seeds each, every arm given the same generated-token budget (1.2M tokens,
+dynamic sampling's discarded samples included), and evaluated at the same compute: on a
+log-spaced cadence (4 marks per decade from 20k generated tokens) and every 100k tokens, so
+every arm has points at the same x and the second half of the compute holds enough points for
+the forecast check.
+
+The report fits ScaleRL's sigmoid per arm and seed after a warm-up of 50k generated tokens
+(about 20 steps: Adam's first steps), gives A, B and C_mid with seed intervals, the power law
+beside it, the fit-window sensitivity, a first-half forecast check, the comparison rule (A
+first; within the noise, a shared A and B) and the compute to reach pass@1 = 0.6.
+
+Every arm runs the same update schedule (4 mini-batches per rollout) and no KL, declared on each
+arm, as in the quickstart.
+"""
+
+from ablate.study import Budget, CurveSpec, EvalSpec, Study, arm
+
+MATCHED = {"minibatches": 4, "kl_coef": 0.0}
+
+STUDY = Study(
+    name="compute_curves",
+    task="arithmetic",
+    base_models=["rl_ready"],
+    templates=["plain"],
+    arms=[
+        arm("grpo", "grpo", **MATCHED),
+        arm("dr_grpo", "dr_grpo", **MATCHED),
+        arm("dapo", "dapo", **MATCHED),
+    ],
+    seeds=[0, 1, 2],
+    budget=Budget(
+        max_steps=2000,
+        max_generated_tokens=1_200_000,
+        prompts_per_step=8,
+        group_size=8,
+        max_new_tokens=80,
+    ),
+    eval=EvalSpec(
+        every_tokens=100_000,
+        log_from=20_000,
+        log_per_decade=4,
+        n_samples=8,
+        ks=(1, 8),
+        max_problems=128,
+    ),
+    passk=None,
+    curves=CurveSpec(axis="generated_tokens", warmup=50_000, target=0.6),
+    checkpoint_every=50,
+)
