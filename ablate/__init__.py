@@ -1,19 +1,84 @@
-"""ablate: compare and ablate GRPO-family RL algorithms for language models, with statistics."""
+"""ablate: compare and ablate GRPO-family RL algorithms for language models, with statistics.
+
+The public API, all keyword-only dataclasses and builders::
+
+    from ablate import Budget, EvalSpec, Study, arm, baseline
+
+`Algorithm`, `baseline` and the errors are imported eagerly; the study names (`Study`, `arm`,
+`Budget`, …) on first use, so `import ablate` stays light (no torch, no MLflow).
+"""
 
 from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
 
 from ablate.algorithms import Algorithm
 from ablate.errors import AblateError, ConfigError, StudyError
 from ablate.presets import baseline, baseline_names
 
+if TYPE_CHECKING:  # for type checkers and IDEs; at run time they load lazily (__getattr__)
+    from ablate.study import (
+        Budget,
+        Cells,
+        EvalSpec,
+        Optim,
+        PassKSpec,
+        Study,
+        arm,
+        full_factorial,
+        one_at_a_time,
+        path,
+    )
+
 __version__ = "0.1.0"
+
+#: Public names loaded on first use -> the module that defines them.
+_LAZY = {
+    name: "ablate.study"
+    for name in (
+        "Budget",
+        "Cells",
+        "EvalSpec",
+        "Optim",
+        "PassKSpec",
+        "Study",
+        "arm",
+        "full_factorial",
+        "one_at_a_time",
+        "path",
+    )
+}
 
 __all__ = [
     "AblateError",
     "Algorithm",
+    "Budget",
+    "Cells",
     "ConfigError",
+    "EvalSpec",
+    "Optim",
+    "PassKSpec",
+    "Study",
     "StudyError",
     "__version__",
+    "arm",
     "baseline",
     "baseline_names",
+    "full_factorial",
+    "one_at_a_time",
+    "path",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'ablate' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # once loaded, a plain attribute
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})

@@ -211,27 +211,38 @@ def _cross_field_problems(a: Algorithm) -> list[str]:
     return p
 
 
+def _warn(message: str) -> None:
+    """An `AblateWarning` attributed to the first caller outside ablate and `dataclasses` (the
+    user's line that built the algorithm), not to `dataclasses.replace`."""
+    import sys
+    from pathlib import Path
+
+    package = str(Path(__file__).parent)
+    level, frame = 1, sys._getframe(1)
+    while frame is not None and (
+        frame.f_code.co_filename.startswith(package)
+        or Path(frame.f_code.co_filename).name == "dataclasses.py"
+        or (frame.f_code.co_filename, frame.f_code.co_name) == ("<string>", "__init__")
+    ):  # the last one: a dataclass's generated __init__
+        level, frame = level + 1, frame.f_back
+    warnings.warn(message, AblateWarning, stacklevel=level + 1)
+
+
 def warn_about_inert_factors(a: Algorithm) -> None:
     if a.surrogate == "gmpo" and a.loss_agg != "seq_mean_token_mean":
-        warnings.warn(
+        _warn(
             f"surrogate='gmpo' with loss_agg={a.loss_agg!r}: GMPO's loss is one number per "
             "sequence, averaged over sequences (loss_agg='seq_mean_token_mean'); other modes "
             "weight sequences by their length",
-            AblateWarning,
-            stacklevel=4,
         )
     if a.ratio_level != "token" and a.loss_agg in TOKEN_SUMMING_AGGS:
-        warnings.warn(
+        _warn(
             f"ratio_level={a.ratio_level!r} with loss_agg={a.loss_agg!r}: each sequence's loss is "
             "counted once per token, so sequences are weighted by their length (trl#3823). GSPO's "
             "objective is loss_agg='seq_mean_token_mean'.",
-            AblateWarning,
-            stacklevel=4,
         )
     if a.ratio_level != "token" and a.updates_per_rollout == 1:
-        warnings.warn(
+        _warn(
             f"ratio_level={a.ratio_level!r} with one update per rollout: the ratio is always 1, so "
             "the sequence ratio and its clip change nothing. GSPO uses minibatches=4 (§5.1).",
-            AblateWarning,
-            stacklevel=4,
         )

@@ -12,6 +12,22 @@ import typer
 from ablate.commands import COMMAND_MODULES
 from ablate.errors import AblateError, AblateWarning
 
+
+def _flags_without_a_type() -> None:
+    """typer 0.29's rich help prints `<bool>` beside flags (`--help`, `--check`), which take
+    no value; show no type for them, as its plain help does."""
+    from typer.core import TyperOption
+
+    original = TyperOption.display_type_rich
+
+    def display_type_rich(self, ctx):
+        return None if self.is_flag or self.count else original(self, ctx)
+
+    TyperOption.display_type_rich = display_type_rich
+
+
+_flags_without_a_type()
+
 app = typer.Typer(
     name="ablate",
     help="Compare and ablate GRPO-family RL algorithms, with statistics.",
@@ -24,11 +40,18 @@ for _name in COMMAND_MODULES:
     importlib.import_module(f"ablate.commands.{_name}").register(app)
 
 
+#: The ablate warnings this command has printed (each is printed once: the same algorithm is
+#: checked again when a trial starts, after imports that reset Python's own once-only record).
+_shown: set[str] = set()
+
+
 def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
     """ablate's own warnings (study confounds, inert factors) as one line, without a source
-    location; anything else as Python shows it."""
+    location, once each; anything else as Python shows it."""
     if issubclass(category, AblateWarning):
-        typer.secho(f"warning: {message}", fg=typer.colors.YELLOW, err=True)
+        if str(message) not in _shown:
+            _shown.add(str(message))
+            typer.secho(f"warning: {message}", fg=typer.colors.YELLOW, err=True)
     else:
         _python_show_warning(message, category, filename, lineno, file, line)
 
@@ -39,6 +62,7 @@ _python_show_warning = warnings.showwarning
 def main(argv: list[str] | None = None) -> int:
     """Entry point: user errors print as one line, never a traceback."""
     warnings.showwarning = _show_warning
+    _shown.clear()  # once per command
     try:
         code = app(args=argv, standalone_mode=False)
     except AblateError as exc:

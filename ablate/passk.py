@@ -224,6 +224,8 @@ def _sample_cell(
     correct: list[np.ndarray] = []
     lengths: list[np.ndarray] = []
     errors = 0
+    if progress is not None:  # the cell's label before its first batch, which takes a while
+        progress(label, 0, len(problems))
     for start in range(0, len(problems), prompts_per_batch):
         chunk = problems[start : start + prompts_per_batch]
         chunk_sampling = dataclasses.replace(

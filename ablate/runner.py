@@ -286,9 +286,16 @@ def _close_failed(tracker, message: str) -> None:
 
 
 def _worker_init(threads: int) -> None:
+    import warnings
+
     import torch
 
+    from ablate.errors import AblateWarning
+
     torch.set_num_threads(threads)
+    # the coordinating process printed them when the study loaded; a worker would repeat
+    # them once per trial, with a source location
+    warnings.simplefilter("ignore", AblateWarning)
 
 
 def _run_in_worker(args: tuple) -> TrialOutcome:

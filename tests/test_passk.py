@@ -171,6 +171,6 @@ def test_sweep_batches_prompts_reports_progress_and_calls_the_cell_hook():
         progress=lambda label, done, total: seen.append((label, done, total)),
         on_cell=cells.append,
     )
-    assert [s[1:] for s in seen] == [(1, 2), (2, 2)]
+    assert [s[1:] for s in seen] == [(0, 2), (1, 2), (2, 2)]  # the cell announced, then batches
     assert len(cells) == 1 and cells[0][0]["pass_at_k"] == table.pass_at_k.iloc[0]
     assert table.pass_at_k.iloc[0] == pytest.approx((3 / 4 + 1 / 4) / 2)

@@ -148,13 +148,19 @@ def test_load_model_by_rung_name(monkeypatch, tmp_path):
 
 
 def test_cli_list_shows_rungs_and_measurements(capsys, monkeypatch, tmp_path):
-    monkeypatch.setenv("COLUMNS", "200")
+    monkeypatch.setenv("COLUMNS", "80")  # a default terminal: no column head may be cut
     monkeypatch.setenv("ABLATE_CACHE", str(tmp_path))  # sizes: not built
     assert main(["zoo", "list"]) == 0
     out = capsys.readouterr().out
     assert all(name in out for name in RUNG_ORDER) and "not built" in out
     rl_ready = read_meta(SHIPPED_DIR / "rl_ready")["measured"][TRAINING_TEMPLATE]
-    assert f"{rl_ready['pass1']:.3f} / {rl_ready['pass8']:.2f}" in out
+    assert f"{rl_ready['pass1']:.3f}/{rl_ready['pass8']:.2f}" in out
+    head = next(line for line in out.splitlines() if line.startswith("model "))
+    assert head.split() == ["model", "recipe", "step", "where", "weights", *EVAL_TEMPLATES]
+    # each model not built is explained once, with the command that builds it
+    explained = [line for line in out.splitlines() if "(not built): " in line]
+    assert any(line.startswith("base-4m (not built): 4.2M Llama") for line in explained)
+    assert all(f"`ablate zoo build {line.split()[0]}`" in line for line in explained)
 
 
 def test_cli_build_then_check_a_micro_recipe(capsys, monkeypatch, tmp_path):
@@ -257,7 +263,7 @@ def test_cli_list_and_show_give_the_weights_hash_and_where_a_name_resolves(
     assert main(["zoo", "list"]) == 0
     out = capsys.readouterr().out
     row = next(line for line in out.splitlines() if line.strip("│ ").startswith("rl_ready"))
-    assert digest[:12] in row and "shipped" in row and "cache build: by path only" in row
+    assert digest[:8] in row and "shipped" in row and "cache build: by path only" in row
     assert main(["zoo", "show", "rl_ready"]) == 0
     out = capsys.readouterr().out
     assert digest in out and f"rl_ready: shipped {SHIPPED_DIR / 'rl_ready'}" in out

@@ -41,10 +41,11 @@ def passk(
     engine: str = typer.Option("hf", help="rollout engine: hf or vllm"),
     out: Path = typer.Option(Path("passk.csv"), help="CSV file for the tidy table"),
 ) -> None:
-    """Sample n completions per problem for each model × template; print and save pass@k."""
+    """Sample n completions per problem for each model × template; print and save pass@k.
+    Progress: a bar on a terminal, one line per batch of prompts otherwise."""
     from rich.console import Console
-    from rich.progress import Progress
 
+    from ablate.commands.progress import passk_display
     from ablate.passk import passk_sweep
     from ablate.preflight import check_results_dir
     from ablate.rollout.base import SamplingParams
@@ -60,12 +61,7 @@ def passk(
         max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p, seed=seed
     )
     console = Console()
-    with Progress(console=console, transient=True) as bar:
-        job = bar.add_task("sampling", total=None)
-
-        def progress(label: str, done: int, total: int) -> None:
-            bar.update(job, description=label, completed=done, total=total)
-
+    with passk_display(console, "pass@k") as progress:
         table = passk_sweep(
             _split(models, "models"),
             _split(templates, "templates"),

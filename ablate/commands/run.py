@@ -1,14 +1,16 @@
-"""`ablate run` (a study, with progress and resume), `ablate serve` / `ablate ui` (MLflow)."""
+"""`ablate run`: a study, with progress (bars on a terminal, plain lines otherwise) and resume."""
 
 from __future__ import annotations
 
+import contextlib
+
 import typer
+
+from ablate.commands.progress import LOG_EVERY
 
 
 def register(app: typer.Typer) -> None:
     app.command("run")(run)
-    app.command("serve")(serve)
-    app.command("ui")(serve)
 
 
 def run(
@@ -17,6 +19,9 @@ def run(
     results: str = typer.Option("results", help="results folder (MLflow db, checkpoints)"),
     tracking_uri: str = typer.Option("", help="MLflow URI (default sqlite in --results)"),
     out: str = typer.Option("reports", help="the report is written to OUT/<study>/"),
+    log_every: int = typer.Option(
+        LOG_EVERY, min=1, help="when output is not a terminal: one progress line every N steps"
+    ),
 ) -> None:
     """Run a study: the Pass@G phase, then every trial not yet FINISHED (resumes), then report."""
     from ablate.preflight import preflight_study
@@ -28,7 +33,11 @@ def run(
     preflight_study(loaded, results)
     apply_threads()  # this process runs the Pass@G phase (and the trials when workers == 1)
     outcomes = run_with_progress(
-        loaded, results=results, workers=workers, tracking_uri=tracking_uri or None
+        loaded,
+        results=results,
+        workers=workers,
+        tracking_uri=tracking_uri or None,
+        log_every=log_every,
     )
     with store_errors():  # the store can also fail after the last trial
         print_summary(loaded, outcomes, results, tracking_uri or None)
@@ -44,7 +53,24 @@ def write_report(study, results: str, out: str, tracking_uri: str | None) -> Non
     Console().print(f"report: {folder / 'report.md'}  and  {folder / 'report.html'}")
 
 
-def run_with_progress(study, *, results: str, workers: int, tracking_uri: str | None):
+def run_with_progress(
+    study, *, results: str, workers: int, tracking_uri: str | None, log_every: int = LOG_EVERY
+):
+    """`run_study` with rich bars on a terminal, or plain lines every `log_every` steps."""
+    from rich.console import Console
+
+    from ablate.runner import run_study
+
+    console = Console()
+    display = _study_bars(console, study) if console.is_terminal else _study_lines(log_every)
+    with display as hooks:
+        return run_study(
+            study, results_dir=results, workers=workers, tracking_uri=tracking_uri, hooks=hooks
+        )
+
+
+@contextlib.contextmanager
+def _study_bars(console, study):
     from rich.progress import (
         BarColumn,
         MofNCompleteColumn,
@@ -54,7 +80,7 @@ def run_with_progress(study, *, results: str, workers: int, tracking_uri: str | 
         TimeRemainingColumn,
     )
 
-    from ablate.runner import RunHooks, run_study
+    from ablate.runner import RunHooks
 
     columns = [
         TextColumn("{task.description:<44}"),
@@ -63,7 +89,7 @@ def run_with_progress(study, *, results: str, workers: int, tracking_uri: str | 
         TimeElapsedColumn(),
         TimeRemainingColumn(),
     ]
-    with Progress(*columns) as bar:
+    with Progress(*columns, console=console) as bar:
         trials = bar.add_task("trials", total=len(study.trials()))
         steps = bar.add_task("pass@G phase", total=None)
 
@@ -78,15 +104,40 @@ def run_with_progress(study, *, results: str, workers: int, tracking_uri: str | 
         def on_passk(label, done, total) -> None:
             bar.update(steps, description=f"pass@G {label}"[:44], completed=done, total=total)
 
-        hooks = RunHooks(
+        yield RunHooks(
             on_trial_start=on_trial_start,
             on_step=on_step,
             on_passk=on_passk,
             on_trial_end=lambda out: bar.advance(trials),
         )
-        return run_study(
-            study, results_dir=results, workers=workers, tracking_uri=tracking_uri, hooks=hooks
-        )
+
+
+@contextlib.contextmanager
+def _study_lines(every: int):
+    """Plain, flushed lines: each phase, each trial's start and end, every `every` steps."""
+    from ablate.commands.progress import StepLines, outcome_text, passk_lines, say, trial_label
+    from ablate.runner import RunHooks
+
+    steps = StepLines(every)
+    ended = [0]
+
+    def on_trial_start(trial, index, total) -> None:
+        if trial is not None:  # None: a worker process took the next trial
+            steps.start(f"trial {index + 1}/{total}")
+            say(f"trial {index + 1}/{total}: {trial_label(trial)} (id {trial.id})")
+
+    def on_trial_end(out) -> None:
+        ended[0] += 1
+        where = f"{out.arm} | {out.model} | {out.template} | seed {out.seed}"
+        say(f"trial ended ({ended[0]} this run): {where}: {outcome_text(out)}")
+
+    yield RunHooks(
+        on_phase=lambda phase: say(f"phase: {'Pass@G' if phase == 'passk' else phase}"),
+        on_trial_start=on_trial_start,
+        on_step=steps,
+        on_passk=passk_lines(),
+        on_trial_end=on_trial_end,
+    )
 
 
 def print_summary(study, outcomes, results: str, tracking_uri: str | None = None) -> None:
@@ -126,38 +177,16 @@ def print_summary(study, outcomes, results: str, tracking_uri: str | None = None
             )
         elif o.message.startswith(LEASED_ELSEWHERE):  # not ours: another runner finishes it
             console.print(f"skipped {escape(f'{o.arm} {o.model} seed {o.seed}: {o.message}')}")
-    console.print(f"MLflow database: {uri}  (browse: make ui)")
+    console.print(escape(f"MLflow database: {uri}  (browse: {browse_hint(results, tracking_uri)})"))
     console.print(f"trial checkpoints: {root / study.name / 'trials'}")
 
 
-def serve(
-    results: str = typer.Option("results", help="results folder holding mlflow.db"),
-    host: str = typer.Option("127.0.0.1", help="bind address (loopback unless told otherwise)"),
-    port: int = typer.Option(5000),
-) -> None:
-    """Start the MLflow server/UI on the study database (127.0.0.1 by default)."""
-    import os
-    import subprocess
-    import sys
-    from pathlib import Path
+def browse_hint(results: str, tracking_uri: str | None = None) -> str:
+    """The command that opens these results in the MLflow UI."""
+    import shlex
 
-    from ablate.tracking import default_tracking_uri
-
-    root = Path(results).resolve()
-    cmd = [
-        sys.executable,
-        "-m",
-        "mlflow",
-        "server",
-        "--backend-store-uri",
-        default_tracking_uri(root),
-        "--artifacts-destination",
-        (root / "artifacts").as_uri(),
-        "--host",
-        host,
-        "--port",
-        str(port),
-    ]
-    if host not in ("127.0.0.1", "localhost"):
-        cmd += ["--allowed-hosts", "*"]
-    raise typer.Exit(subprocess.call(cmd, env=os.environ.copy()))
+    if tracking_uri and tracking_uri.startswith(("http://", "https://")):
+        return f"open {tracking_uri}"
+    if tracking_uri:
+        return f"mlflow ui --backend-store-uri {shlex.quote(tracking_uri)}"
+    return f"ablate ui --results {shlex.quote(str(results))}"

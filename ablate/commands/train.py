@@ -1,8 +1,20 @@
-"""`ablate train`: one trial from the command line, with a progress bar."""
+"""`ablate train`: one trial from the command line, with a progress bar on a terminal and plain
+lines otherwise; with `--results`, logged to MLflow as the one trial of an ad-hoc study."""
 
 from __future__ import annotations
 
+import contextlib
+
 import typer
+
+from ablate.commands.progress import LOG_EVERY
+
+SET_HELP = (
+    "override a setting: NAME=VALUE, repeatable. NAME is an Algorithm field (ablate show "
+    "grpo), an optimiser setting (lr, grad_clip, weight_decay, warmup_steps, betas), a budget "
+    "field (max_steps, prompts_per_step, group_size, max_new_tokens, temperature, top_p, top_k, "
+    "max_generated_tokens) or eval.FIELD (eval.max_problems=16); wins over --lr/--steps"
+)
 
 
 def register(app: typer.Typer) -> None:
@@ -11,20 +23,9 @@ def register(app: typer.Typer) -> None:
 
 def _parse_overrides(items: list[str]) -> dict:
     """`field=value` pairs → typed values (ints, floats, bools, None, strings)."""
-    import ast
+    from ablate.overrides import parse_pairs
 
-    from ablate.errors import ConfigError
-
-    out = {}
-    for item in items:
-        key, sep, raw = item.partition("=")
-        if not sep or not key:
-            raise ConfigError(f"--set expects field=value, got {item!r}")
-        try:
-            out[key] = ast.literal_eval(raw)
-        except (ValueError, SyntaxError):
-            out[key] = raw
-    return out
+    return parse_pairs(items)
 
 
 def train(
@@ -38,64 +39,135 @@ def train(
     eval_every: int = typer.Option(0, help="evaluate every N steps (0 = start and end)"),
     eval_problems: int = typer.Option(64),
     run_dir: str = typer.Option("", help="checkpoint folder (resumes when it holds one)"),
-    set_: list[str] = typer.Option([], "--set", help="override an Algorithm field: field=value"),
+    results: str = typer.Option(
+        "",
+        help="log to MLflow in this results folder, as the one trial of study --study "
+        "(checkpoints in RESULTS/STUDY/trials/; a rerun resumes it)",
+    ),
+    study: str = typer.Option("train", help="the ad-hoc study's name (with --results)"),
+    log_every: int = typer.Option(
+        LOG_EVERY, min=1, help="when output is not a terminal: one progress line every N steps"
+    ),
+    set_: list[str] = typer.Option([], "--set", metavar="NAME=VALUE", help=SET_HELP),
 ) -> None:
     """Train one algorithm from one base model and print the final evaluation."""
-    import dataclasses
-
     from rich.console import Console
-    from rich.table import Table
 
     from ablate.errors import ConfigError
-    from ablate.models import weights_hash
-    from ablate.preflight import check_models, check_results_dir, check_task_data
+    from ablate.overrides import describe
+
+    if run_dir and results:
+        raise ConfigError("give --run-dir or --results, not both (--results keeps checkpoints)")
+    spec = _trial_spec(
+        algo, model, task, template, seed, steps, lr, eval_every, eval_problems, set_
+    )
+    title = f"{algo}" + (f" [{describe(set_)}]" if set_ else "")
+    console = Console()
+    if results:
+        result = _train_in_study(spec, title, results, study, console, log_every)
+    else:
+        result = _train_alone(spec, title, run_dir, console, log_every)
+    if result is not None:
+        outcome, final_eval, message = result
+        table_title = f"{title} on {model} ({template}), seed {seed}: {outcome}"
+        _print_result(console, table_title, final_eval, message if outcome != "finished" else "")
+
+
+def _trial_spec(algo, model, task, template, seed, steps, lr, eval_every, eval_problems, set_):
+    """The trial the options and `--set` overrides describe (checked, nothing loaded)."""
+    import dataclasses
+
+    from ablate.errors import ConfigError
+    from ablate.overrides import split_overrides
     from ablate.presets import baseline
-    from ablate.threads import apply_threads
     from ablate.trial import Budget, EvalSpec, Optim, TrialSpec
 
-    base = baseline(algo)
+    changes = split_overrides(set_)
     try:
-        algorithm = dataclasses.replace(base, **_parse_overrides(set_))
-    except TypeError as exc:
+        algorithm = dataclasses.replace(baseline(algo), **changes["algorithm"])
+    except TypeError as exc:  # split_overrides knows every field: a safety net only
         raise ConfigError(f"--set: {exc}") from None
-    spec = TrialSpec(
+    return TrialSpec(
         algorithm=algorithm,
         model=model,
         task=task,
         template=template,
         seed=seed,
-        budget=Budget(max_steps=steps),
-        optim=Optim(lr=lr),
-        eval=EvalSpec(every=eval_every, max_problems=eval_problems),
+        budget=Budget(**{"max_steps": steps, **changes["budget"]}),
+        optim=Optim(**{"lr": lr, **changes["optim"]}),
+        eval=EvalSpec(**{"every": eval_every, "max_problems": eval_problems, **changes["eval"]}),
     )
-    check_models([model])
-    check_task_data(task)
+
+
+def _train_alone(spec, title: str, run_dir: str, console, log_every: int):
+    """The trial in this process, no MLflow; checkpoints in `run_dir` when given."""
+    import dataclasses
+
+    from ablate.models import weights_hash
+    from ablate.preflight import check_models, check_results_dir, check_task_data
+    from ablate.threads import apply_threads
+    from ablate.trainer import train as run_trial
+
+    check_models([spec.model])
+    check_task_data(spec.task)
     if run_dir:
         check_results_dir(run_dir)
     # the weights are part of the trial: a run_dir never resumes a rebuilt model's checkpoint
-    spec = dataclasses.replace(spec, model_weights=weights_hash(model))
+    spec = dataclasses.replace(spec, model_weights=weights_hash(spec.model))
     apply_threads()
-    console = Console()
-    result = _run_with_bar(spec, console, label=f"{algo} seed {seed}", run_dir=run_dir or None)
-    table = Table(title=f"{algo} on {model} ({template}), seed {seed}: {result.outcome}")
-    table.add_column("metric")
-    table.add_column("value", justify="right")
-    for key, value in sorted(result.final_eval.items()):
-        table.add_row(key, f"{value:.4g}")
-    console.print(table)
-    if result.outcome != "finished":
-        console.print(f"[red]{result.message}[/red]")
-        raise typer.Exit(1)
+    label = f"{title} seed {spec.seed}"
+    with _step_display(console, label, spec.budget.max_steps, log_every) as on_step:
+        result = run_trial(spec, run_dir=run_dir or None, progress=on_step)
+    return result.outcome, result.final_eval, result.message
 
 
-def _run_with_bar(spec, console, *, label: str, run_dir: str | None):
+def _train_in_study(spec, title: str, results: str, name: str, console, log_every: int):
+    """The trial as the one trial of study `name`, through the runner: the same MLflow layout,
+    tags, leases, checkpoints and resume as a study's trial. Returns (outcome, final eval,
+    message), or None when it was already FINISHED."""
+    from ablate.commands.run import browse_hint
+    from ablate.runner import RunHooks, run_study
+    from ablate.study import Study, arm
+    from ablate.threads import apply_threads
+
+    s = spec
+    adhoc = Study(
+        name=name,
+        base_models=[s.model],
+        templates=[s.template],
+        arms=[arm(title.replace(" ", ""), s.algorithm)],
+        seeds=[s.seed],
+        task=s.task,
+        budget=s.budget,
+        optim=s.optim,
+        eval=s.eval,
+        passk=None,
+    )
+    apply_threads()
+    label = f"{title} seed {s.seed}"
+    with _step_display(console, label, s.budget.max_steps, log_every) as on_step:
+        (out,) = run_study(adhoc, results_dir=results, hooks=RunHooks(on_step=on_step))
+    console.print(f"MLflow: study {name!r} in {results}  (browse: {browse_hint(results)})")
+    if out.outcome == "skipped":
+        console.print(f"trial {out.trial_id} was {out.message}: nothing to train")
+        return None
+    return out.outcome, out.final_eval or {}, out.message
+
+
+@contextlib.contextmanager
+def _step_display(console, label: str, steps: int, log_every: int):
+    """A step callback: a rich bar on a terminal, plain lines every `log_every` steps otherwise."""
     import math
 
+    if not console.is_terminal:
+        from ablate.commands.progress import StepLines
+
+        lines = StepLines(log_every)
+        lines.start(label)
+        yield lines
+        return
     from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 
-    from ablate.trainer import train as run_trial
-
-    steps = spec.budget.max_steps
     columns = [
         TextColumn("{task.description}"),
         BarColumn(),
@@ -110,4 +182,21 @@ def _run_with_bar(spec, console, *, label: str, run_dir: str | None):
             reward, length = m.get("reward/mean", math.nan), m.get("length/mean", math.nan)
             bar.update(job, completed=step, info=f"reward {reward:.3f}  len {length:.1f}")
 
-        return run_trial(spec, run_dir=run_dir, progress=on_step)
+        yield on_step
+
+
+def _print_result(console, title: str, final_eval: dict, failure: str) -> None:
+    """The final eval as a table; a failure (`failure`, the reason) exits 1."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    console.print(escape(title), soft_wrap=True)  # its own line: a table title would wrap
+    table = Table()
+    table.add_column("metric")
+    table.add_column("value", justify="right")
+    for key, value in sorted(final_eval.items()):
+        table.add_row(key, f"{value:.4g}")
+    console.print(table)
+    if failure:
+        console.print(f"[red]{escape(failure)}[/red]")
+        raise typer.Exit(1)

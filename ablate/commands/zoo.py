@@ -15,6 +15,8 @@ from ablate.errors import ConfigError
 zoo_app = typer.Typer(help="The tiny pretrained base-model zoo.", no_args_is_help=True)
 
 SHORT_HASH = 12
+LIST_HASH = 8  # `zoo list` is one screen wide; `zoo show` prints the full hash
+NOT_BUILT = "[dim]not built[/dim]"
 
 BUILD_HELP = (
     "Pretrain a zoo recipe (the default ladder: 12 min on 2 idle CPU cores, more when shared). "
@@ -34,22 +36,40 @@ def register(app: typer.Typer) -> None:
 
 def list_models() -> None:
     """Show every zoo model: where its name resolves, its weights hash, its recipe and its
-    measured Pass@1 / Pass@8."""
+    measured Pass@1 / Pass@8; then what the models not built are and how to build them."""
     from rich.console import Console
     from rich.table import Table
 
     from ablate.models.catalog import EVAL_TEMPLATES, RECIPES
 
-    table = Table(title="model zoo (Pass@1 / Pass@8, 64 eval problems x 8 samples, T=1)")
-    table.add_column("model", no_wrap=True)
-    for column in ("recipe", "size", "step", "resolves to", "weights", *EVAL_TEMPLATES):
-        table.add_column(column)
+    table = Table(
+        title="model zoo: Pass@1/Pass@8 per template (64 eval problems x 8 samples, T=1)",
+        box=None,  # no borders, one space between columns: 80 terminal columns suffice
+        padding=(0, 1, 0, 0),
+        header_style="bold underline",
+    )
+    for column in ("model", "recipe", "step"):
+        table.add_column(column, no_wrap=True)
+    table.add_column("where", min_width=len("not built"))  # the one column that may wrap
+    table.add_column("weights", no_wrap=True)
+    for template in EVAL_TEMPLATES:  # full names: a cut one would be another template's
+        table.add_column(template, no_wrap=True, min_width=len(template))
+    missing = []
     for recipe in RECIPES.values():
-        size = recipe.size
-        size_text = f"h{size.hidden} L{size.layers} ff{size.intermediate}"
         for name in recipe.output_names():
-            table.add_row(name, recipe.name, size_text, *_list_cells(recipe, name))
-    Console().print(table)
+            cells = _list_cells(recipe, name)
+            table.add_row(name, recipe.name, *cells)
+            if cells[1] == NOT_BUILT and recipe not in missing:
+                missing.append(recipe)
+    console = Console()
+    console.print(table)
+    for recipe in missing:
+        console.print(
+            f"{recipe.name} (not built): {recipe.description}; build it into the cache with "
+            f"`ablate zoo build {recipe.name}`",
+            soft_wrap=True,
+            highlight=False,
+        )
 
 
 def _list_cells(recipe, name: str) -> list[str]:
@@ -60,7 +80,7 @@ def _list_cells(recipe, name: str) -> list[str]:
     try:
         path = zoo_path(name)
     except ConfigError:
-        return ["", "[dim]not built[/dim]"]
+        return ["", NOT_BUILT]
     found = built_locations(recipe, name)
     where = next(w for w, p in found if p == path)
     if not is_current(path, recipe):
@@ -68,14 +88,14 @@ def _list_cells(recipe, name: str) -> list[str]:
     if any(p != path for _, p in found):
         where += " [dim](+ cache build: by path only)[/dim]"
     meta = read_meta(path) or {}
-    cells = [_passk_cell(meta.get("measured", {}).get(t)) for t in EVAL_TEMPLATES]
-    return [str(meta.get("step", "?")), where, weights_sha256(path)[:SHORT_HASH], *cells]
+    cells = [_passk_cell(meta.get("measured", {}).get(t), sep="/") for t in EVAL_TEMPLATES]
+    return [str(meta.get("step", "?")), where, weights_sha256(path)[:LIST_HASH], *cells]
 
 
-def _passk_cell(measured: dict | None) -> str:
+def _passk_cell(measured: dict | None, sep: str = " / ") -> str:
     if not measured:
         return "—"
-    return f"{measured['pass1']:.3f} / {measured['pass8']:.2f}"
+    return f"{measured['pass1']:.3f}{sep}{measured['pass8']:.2f}"
 
 
 def show(
