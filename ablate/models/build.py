@@ -87,6 +87,10 @@ def build_environment(recipe: ZooRecipe) -> dict[str, object]:
 
 
 def _build(recipe: ZooRecipe, scratch: Path, progress: Progress | None, env: dict) -> BuildResult:
+    if recipe.align is not None:
+        from ablate.models.align import build_aligned
+
+        return build_aligned(recipe, scratch, progress, env)
     from ablate.models.measure import measure_passk
     from ablate.models.pretrain import build_model, train_steps
     from ablate.models.tokenizer import build_char_tokenizer
@@ -127,7 +131,7 @@ def _build(recipe: ZooRecipe, scratch: Path, progress: Progress | None, env: dic
             else measure_passk(model, tokenizer, task, get_template(t), recipe.eval)
             for t in recipe.eval.templates
         }
-        meta = {**_meta(recipe, name, pick_step, measured, in_band), "build_env": env}
+        meta = {**meta_for(recipe, name, pick_step, measured, in_band), "build_env": env}
         store.save_checkpoint(model, tokenizer, scratch / name, meta)
         digest = store.weights_sha256(scratch / name)
         models.append(BuiltModel(name, pick_step, scratch / name, measured, in_band, digest))
@@ -149,7 +153,7 @@ def pick_rungs(rungs: tuple[Rung, ...], curve: list[dict]) -> dict[str, tuple[in
     return picks
 
 
-def _meta(recipe: ZooRecipe, name: str, step: int, measured: dict, in_band: bool) -> dict:
+def meta_for(recipe: ZooRecipe, name: str, step: int, measured: dict, in_band: bool) -> dict:
     rung = next((r for r in recipe.rungs if r.name == name), None)
     return {
         "name": name,

@@ -4,7 +4,15 @@
 from __future__ import annotations
 
 from ablate.errors import ConfigError
-from ablate.models.recipe import Band, ModelSize, PassKMeasure, PretrainSpec, Rung, ZooRecipe
+from ablate.models.recipe import (
+    AlignSpec,
+    Band,
+    ModelSize,
+    PassKMeasure,
+    PretrainSpec,
+    Rung,
+    ZooRecipe,
+)
 from ablate.templates import MILD_VARIANT, STRONG_VARIANT, TRAINING_TEMPLATE
 
 #: Measured under: the corpus template, a mild variant (changed prefix) and a strong one.
@@ -55,6 +63,14 @@ RECIPES: dict[str, ZooRecipe] = {
         dense_while=Band(metric="pass8", low=0.06, high=0.75),
         stop_at_pass1=0.85,
     ),
+    "aligned": ZooRecipe(
+        name="aligned",
+        description="rl_ready after rejection-sampling fine-tuning on its own correct answers: "
+        "confident (low entropy), as instruction-tuned models are",
+        size=ModelSize(),
+        eval=PassKMeasure(templates=EVAL_TEMPLATES),
+        align=AlignSpec(source="rl_ready"),
+    ),
     "base-0.5m": ZooRecipe(
         name="base-0.5m",
         description="0.53M Llama (hidden 128, 2 layers) pretrained 800 steps",
@@ -73,7 +89,7 @@ RECIPES: dict[str, ZooRecipe] = {
 
 #: Recipes whose models ship prebuilt (ablate/models/zoo/): their names always mean the shipped
 #: weights. A local rebuild is not bit-identical across machines, so it never takes the name.
-SHIPPED_RECIPES = frozenset({"ladder"})
+SHIPPED_RECIPES = frozenset({"ladder", "aligned"})
 
 
 def get_recipe(name: str) -> ZooRecipe:

@@ -89,6 +89,27 @@ class Rung:
 
 
 @dataclass(frozen=True, kw_only=True)
+class AlignSpec:
+    """A further phase on a built zoo model that makes it confident, as instruction tuning
+    makes a base model: rounds of rejection-sampling fine-tuning (sample the model's own answers
+    to training problems, keep the correct ones, fine-tune on them; "expert iteration", as in
+    STaR, Zelikman et al. 2022). Each round sharpens the distribution toward the answers the
+    model already gets right: Pass@1 rises and entropy falls while Pass@8 barely moves."""
+
+    source: str = "rl_ready"
+    rounds: int = 2
+    problems: int = 512
+    """Training problems sampled per round."""
+    samples: int = 8
+    """Completions per problem (temperature 1, the training template)."""
+    steps: int = 150
+    """Fine-tuning steps per round, each on `batch_size` kept completions drawn at random."""
+    batch_size: int = 64
+    lr: float = 2e-4
+    seed: int = 0
+
+
+@dataclass(frozen=True, kw_only=True)
 class ZooRecipe:
     """A named build. With `rungs`, one run is checkpointed every `checkpoint_every` steps and
     each rung is picked by measurement; without, the final weights are the model `name`."""
@@ -106,9 +127,15 @@ class ZooRecipe:
     dense_while: Band | None = None
     #: Stop the run early once a checkpoint's Pass@1 reaches this (the top rung is then found).
     stop_at_pass1: float | None = None
+    #: Instead of pretraining: start from zoo model `align.source` and align it (`pretrain`
+    #: then gives only the task, template and threads).
+    align: AlignSpec | None = None
 
     def as_dict(self) -> dict:
-        return {"build_version": BUILD_VERSION, **asdict(self)}
+        fields = asdict(self)
+        if fields["align"] is None:  # recipes from before aligning keep their content hash
+            del fields["align"]
+        return {"build_version": BUILD_VERSION, **fields}
 
     def content_hash(self) -> str:
         """sha256 of the canonical JSON of everything that determines the built weights."""
