@@ -13,6 +13,7 @@ from ablate import tracking
 from ablate.report import contrasts as cx
 from ablate.report import render, secondary, tables
 from ablate.report.claims import analytic_claims, evaluate_claims, template_contrasts
+from ablate.report.curve_tables import curve_section
 from ablate.report.figures import write_figures
 from ablate.report.findings import findings
 from ablate.report.load import StudyData, load_study_data
@@ -56,7 +57,13 @@ def build_tables(data: StudyData) -> Built:
     contrasts = template_contrasts(data.passk) if len(data.passk) else None
     if contrasts is not None and len(contrasts):
         out.append(secondary.templates_table(contrasts))
-    return Built(findings(data, steps, tokens, aa, claims), out)
+    curve_tables, curve_sentences = curve_section(data)
+    found = findings(data, steps, tokens, aa, claims)
+    if curve_tables:
+        out[2:2] = curve_tables  # after the headline: the curves are a headline too
+        caveats = found.pop("Caveats")
+        found |= {"Compute–performance curves": curve_sentences, "Caveats": caveats}
+    return Built(found, out)
 
 
 def _summary(data: StudyData) -> str:

@@ -12,8 +12,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ablate.report import curve_tables, stats
 from ablate.report import measures as m
-from ablate.report import stats
 from ablate.report.claims import base_pass_at_g, gains
 from ablate.report.load import StudyData
 
@@ -175,6 +175,7 @@ FIGURES: dict[str, Callable] = {
     "ratio_variance_vs_length": _ratio_variance,
     "gain_vs_base_pass_at_g": _gain_vs_passg,
     "pass_at_k": _passk_curves,
+    "compute_curves": curve_tables.draw,
 }
 
 

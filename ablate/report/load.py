@@ -30,6 +30,7 @@ import pandas as pd
 from ablate import tracking
 from ablate.algorithms import Algorithm
 from ablate.study import Study
+from ablate.trial import CurveSpec
 
 KEYS = ["trial_id", "arm", "model", "template", "seed"]
 SAMPLE_COLUMNS = ["problem_id", "sample", "correct", "length", "truncated"]
@@ -49,6 +50,7 @@ class StudyData:
     algorithms: Mapping[str, Algorithm] = field(default_factory=dict)
     replicates: Mapping[str, str] = field(default_factory=dict)
     effect_of_interest: float | None = None
+    curves: CurveSpec | None = None
 
     def complete(self) -> pd.DataFrame:
         return self.trials[self.trials["complete"].astype(bool)]
@@ -277,4 +279,5 @@ def load_study_data(
         algorithms={a.name: a.algorithm for a in study.arms},
         replicates={a.name: a.replicate_of for a in study.arms if a.replicate_of},
         effect_of_interest=study.effect_of_interest,
+        curves=study.curves,
     )

@@ -1,0 +1,204 @@
+"""The compute–performance curves in the report: the table of A, B, C_mid, the checks and the
+compute to the target per arm; the comparison table; their sentences; and the figure (pass@1
+against compute on a log axis, seed bands, fitted sigmoids)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ablate.report import stats
+from ablate.report.curvefit import fit_sigmoid, sigmoid
+from ablate.report.curves import (
+    ArmCurves,
+    CurveContrast,
+    arm_curves,
+    contrasts,
+    seed_interval,
+    trial_curves,
+    window,
+)
+from ablate.report.load import StudyData
+from ablate.report.tables import Table
+from ablate.trial import CurveSpec
+
+
+def _reasons(arm: ArmCurves) -> str:
+    return "; ".join(f"seed {t.curve.seed}: {t.fit.reason}" for t in arm.fits if not t.fit.ok)
+
+
+def _target_cell(arm: ArmCurves) -> object:
+    values = np.array([t.to_target for t in arm.fitted])
+    never = int(np.isinf(values).sum())
+    if never:
+        return f"not reached (A below the target) in {never}/{len(values)} fitted seeds"
+    return seed_interval(values, log=True)
+
+
+def _forecast_cells(arm: ArmCurves) -> dict[str, object]:
+    checked = [t.forecast for t in arm.fits if not t.forecast.reason]
+    return {
+        "forecast RMSE": seed_interval(np.array([f.rmse for f in checked])),
+        "forecast departs": f"{sum(f.departs for f in checked)}/{len(checked)}",
+    }
+
+
+def _row(arm: ArmCurves, spec: CurveSpec) -> dict[str, object]:
+    power = [t.power for t in arm.fits if not t.power.reason]
+    row: dict[str, object] = {
+        "arm": arm.arm,
+        "fitted": f"{len(arm.fitted)}/{len(arm.fits)}",
+        "R0": seed_interval(np.array([t.curve.r0 for t in arm.fits])),
+        "A": arm.estimate("a"),
+        "SD of A": arm.estimate("a").std,
+        "B": arm.estimate("b"),
+        "C_mid": arm.estimate("c_mid"),
+        "power-law A": float(np.mean([p.a for p in power])) if power else None,
+        "power-law A at 1": f"{sum(p.at_bound for p in power)}/{len(power)}",
+        "window ΔA": seed_interval(np.array([t.spread for t in arm.fits])).value,
+        **_forecast_cells(arm),
+    }
+    if spec.target is not None:
+        row[f"compute to {spec.target:g}"] = _target_cell(arm)
+    row["no fit"] = _reasons(arm) or "–"
+    return row
+
+
+def curves_table(arms: list[ArmCurves], spec: CurveSpec) -> Table:
+    caption = (
+        f"Compute–performance curves on {spec.axis.replace('_', ' ')} (ScaleRL Eq. 1: R(C) = R0 "
+        "+ (A − R0) / (1 + (C_mid / C)^B), R0 = the eval before training; grid over A and C_mid, "
+        f"B by least squares; evals after a warm-up of {spec.warmup:,.0f}), per seed. A: mean "
+        "over the fitted seeds [95% t interval]; SD of A: its spread over seeds (the noise a "
+        "difference in A must exceed); B, C_mid and the compute to the target: geometric mean "
+        "[95% t interval of the mean log]. Power-law A: R = A − D·C^(−B) on the same points "
+        "(mean over seeds; at 1 = no asymptote found). Window ΔA: mean over seeds of the largest "
+        "change of A when the warm-up is halved or doubled or the last quarter of the compute "
+        "dropped. Forecast: fitted on the first half of the compute, RMSE on the second half "
+        "[95% t interval]; departs = seeds whose second half departs from the forecast beyond "
+        "noise and fit uncertainty (predictive F-test, p < 0.05). No fit: the reason, never a "
+        "number from a degenerate fit."
+    )
+    return Table("compute_curves", caption, [_row(a, spec) for a in arms])
+
+
+def _verdict(c: CurveContrast) -> str:
+    if c.delta_a.n < stats.MIN_SEEDS:
+        return f"n={c.delta_a.n}: too few seeds with fits for a test"
+    if c.a_differs:
+        return f"A {'higher' if c.delta_a.diff.value > 0 else 'lower'} than {c.reference}"
+    if c.b_ratio is None or not math.isfinite(c.p_b):
+        return "A within the noise; B not comparable (shared-A fits failed)"
+    if c.p_b < stats.ALPHA:
+        faster = c.b_ratio.value > 1
+        return f"A within the noise; B {'higher' if faster else 'lower'} (shared A)"
+    return "A within the noise; B within the noise (shared A): no difference found"
+
+
+def contrast_table(rows: list[CurveContrast]) -> Table:
+    out = [
+        {
+            "arm": c.arm,
+            "vs": c.reference,
+            "seeds": c.delta_a.n,
+            "ΔA": c.delta_a.diff,
+            "p (Holm) A": c.p_a,
+            "B ratio (shared A)": c.b_ratio,
+            "p (Holm) B": c.p_b if c.b_ratio is not None else None,
+            "verdict": _verdict(c),
+        }
+        for c in rows
+    ]
+    caption = (
+        "The comparison rule (ScaleRL App. A.5, with seeds): ΔA = arm − reference paired by seed "
+        "[95% t interval], paired t, Holm over the arms; when A does not differ significantly "
+        "(within the measured seed noise), each seed's two curves are refitted with one shared "
+        "A and B compared: ratio arm / reference, geometric mean [95% t interval of the mean log "
+        "ratio], paired t on the log ratios, Holm over the arms compared on B."
+    )
+    return Table("compute_curve_contrasts", caption, out)
+
+
+def _f(e: stats.Estimate, digits: int = 3) -> str:
+    if not math.isfinite(e.low):
+        return f"{e.value:.{digits}g} (n={e.n})"
+    return f"{e.value:.{digits}g} [{e.low:.{digits}g}, {e.high:.{digits}g}]"
+
+
+def sentences(arms: list[ArmCurves], rows: list[CurveContrast]) -> list[str]:
+    out = []
+    for arm in arms:
+        if arm.fitted:
+            out.append(
+                f"{arm.arm}: A = {_f(arm.estimate('a'))}, B = {_f(arm.estimate('b'))}, C_mid = "
+                f"{_f(arm.estimate('c_mid'))} ({len(arm.fitted)}/{len(arm.fits)} seeds fitted)."
+            )
+        else:
+            out.append(f"{arm.arm}: no seed's curve gives a fit ({_reasons(arm)}).")
+    out += [f"{c.arm} vs {c.reference}: {_verdict(c)}, ΔA = {_f(c.delta_a.diff)}." for c in rows]
+    return out
+
+
+def curve_section(data: StudyData) -> tuple[list[Table], list[str]]:
+    """The tables and sentences of the study's curves ([] without a CurveSpec)."""
+    if data.curves is None:
+        return [], []
+    arms = arm_curves(data, data.curves)
+    rows = contrasts(arms, data.reference_arm, data.curves)
+    return [curves_table(arms, data.curves), contrast_table(rows)], sentences(arms, rows)
+
+
+def draw(data: StudyData, ax) -> bool:
+    """pass@1 against compute (log x) per arm: each seed's evals (dots), the mean over seeds at
+    each compute mark with its 95% t band, and the sigmoid at the seeds' mean A, geometric-mean
+    B and C_mid (solid over the fitted compute, dotted beyond it, to 4× the compute)."""
+    spec = data.curves
+    if spec is None:
+        return False
+    curves = trial_curves(data, spec)
+    drew = False
+    for arm in dict.fromkeys(c.arm for c in curves):
+        mine = [c for c in curves if c.arm == arm]
+        color = ax.plot([], [])[0].get_color()
+        for c in mine:
+            ax.plot(c.c, c.r, ".", color=color, alpha=0.35, ms=3)
+        _band(ax, mine, color)
+        _fitted(ax, mine, spec, color, arm)
+        drew = True
+    ax.set(xscale="log", xlabel=spec.axis.replace("_", " "), ylabel="eval pass@1")
+    ax.set_title("pass@1 vs compute: seeds (dots), mean ± 95% band, fitted sigmoid")
+    if spec.warmup > 0 and drew:
+        ax.axvline(spec.warmup, color="grey", lw=0.6, ls=":")
+    return drew
+
+
+def _band(ax, curves, color) -> None:
+    """Mean and 95% t band over seeds at the compute marks every seed has an eval for."""
+    marks = [dict(zip(c.marks, zip(c.c, c.r, strict=True), strict=True)) for c in curves]
+    shared = sorted(set.intersection(*(set(k for k in mk if np.isfinite(k)) for mk in marks)))
+    if len(curves) < stats.MIN_SEEDS or len(shared) < 2:
+        return
+    x = [float(np.mean([mk[k][0] for mk in marks])) for k in shared]
+    est = [stats.t_interval([mk[k][1] for mk in marks]) for k in shared]
+    ax.plot(x, [e.value for e in est], "-", color=color, lw=0.8, alpha=0.7)
+    low, high = (np.clip([getattr(e, b) for e in est], 0, 1) for b in ("low", "high"))
+    ax.fill_between(x, low, high, color=color, alpha=0.18)
+
+
+def _fitted(ax, curves, spec: CurveSpec, color, arm: str) -> None:
+    fits = [fit_sigmoid(*window(c, spec.warmup), c.r0) for c in curves]
+    fits = [f for f in fits if f.ok]
+    if not fits:
+        ax.plot([], [], color=color, label=f"{arm}: no fit")
+        return
+    a = float(np.mean([f.a for f in fits]))
+    b, cm = (float(np.exp(np.mean(np.log([getattr(f, k) for f in fits])))) for k in ("b", "c_mid"))
+    r0 = float(np.mean([f.r0 for f in fits]))
+    top = max(float(c.c.max()) for c in curves)
+    low = max(min(float(c.c.min()) for c in curves), spec.warmup or 0.0)
+    inside, beyond = np.geomspace(low, top, 100), np.geomspace(top, 4 * top, 40)
+    label = f"{arm}: A={a:.3f} B={b:.2f} C_mid={cm:,.0f} ({len(fits)}/{len(curves)} fitted)"
+    ax.plot(inside, sigmoid(inside, a, b, cm, r0), "-", color=color, lw=1.6, label=label)
+    ax.plot(beyond, sigmoid(beyond, a, b, cm, r0), ":", color=color, lw=1.2)
+    ax.axhline(a, color=color, lw=0.5, ls="--", alpha=0.6)

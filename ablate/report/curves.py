@@ -1,0 +1,217 @@
+"""Compute–performance curves of a study (its `CurveSpec`): every trial's eval pass@1 against the
+compute it had spent, ScaleRL's sigmoid fitted per trial (`curvefit`), its checks (`curvecheck`),
+then per arm the parameters over seeds with intervals, and the comparison rule against the
+reference arm.
+
+Over seeds: A gets the Student-t interval of the mean; B, C_mid and the compute to reach the
+target are positive and skewed, so theirs is the t interval of the mean log, shown as the
+geometric mean [exp(low), exp(high)]. Coverage is checked by simulation
+(`curve_calibration`). Trials whose curve gives no fit are listed with the reason and left out.
+
+The comparison rule (ScaleRL App. A.5, with seeds): A first, arm − reference paired by seed,
+Holm-adjusted over the arms; when the A difference is within the measured noise (not
+significant), both curves of each seed are refitted with one shared A and B is compared
+(ratio arm / reference, paired by seed, t interval on the log, Holm over those arms).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from ablate.report import measures as m
+from ablate.report import stats
+from ablate.report.curvecheck import (
+    Forecast,
+    PowerFit,
+    fit_power_law,
+    forecast_check,
+    shared_a_fits,
+    window_spread,
+)
+from ablate.report.curvefit import Fit, compute_to_reach, fit_sigmoid
+from ablate.report.load import StudyData
+from ablate.trial import COMPUTE_AXES, CurveSpec
+
+MARKS = {"generated_tokens": "eval/token_mark", "model_flops": "eval/flops_mark"}
+
+
+@dataclass(frozen=True)
+class TrialCurve:
+    """One finished trial's evals: compute spent (> 0) and pass@1, R0 = its eval at step 0, and
+    the compute mark each eval was made for (NaN where none) to line seeds up."""
+
+    trial_id: str
+    arm: str
+    seed: int
+    c: np.ndarray
+    r: np.ndarray
+    r0: float
+    marks: np.ndarray
+
+
+def eval_points(data: StudyData, spec: CurveSpec) -> pd.DataFrame:
+    """trial_id, step, value (pass@1), compute (the axis counter after that step; 0 at step 0),
+    mark (the eval's compute mark or NaN), for every finished trial."""
+    h = data.history
+    acc = m.curve(h, "eval/pass_at_1")
+    axis = m.curve(h, COMPUTE_AXES[spec.axis]).rename(columns={"value": "compute"})
+    out = acc.merge(axis, on=["trial_id", "step"], how="left")
+    out.loc[out["step"] == 0, "compute"] = 0.0
+    mark = MARKS.get(spec.axis)
+    marks = m.curve(h, mark).rename(columns={"value": "mark"}) if mark else None
+    if marks is not None and len(marks):
+        out = out.merge(marks, on=["trial_id", "step"], how="left")
+    else:
+        out["mark"] = np.nan
+    out = out[out["trial_id"].isin(data.complete()["trial_id"]) & out["compute"].notna()]
+    return out.sort_values(["trial_id", "step"])
+
+
+def trial_curves(data: StudyData, spec: CurveSpec) -> list[TrialCurve]:
+    """Every finished trial with an eval at step 0 (its R0) and evals after it."""
+    points = eval_points(data, spec)
+    info = data.trials.set_index("trial_id")
+    out = []
+    for trial_id, p in points.groupby("trial_id", sort=False):
+        start, later = p[p["step"] == 0], p[p["compute"] > 0]
+        if not len(start) or not len(later):
+            continue
+        row = info.loc[trial_id]
+        out.append(
+            TrialCurve(
+                str(trial_id),
+                str(row["arm"]),
+                int(row["seed"]),
+                later["compute"].to_numpy(float),
+                later["value"].to_numpy(float),
+                float(start["value"].iloc[0]),
+                later["mark"].to_numpy(float),
+            )
+        )
+    return out
+
+
+@dataclass(frozen=True)
+class TrialFit:
+    curve: TrialCurve
+    fit: Fit
+    power: PowerFit
+    spread: float  # largest |A − A_main| over the other fit windows
+    forecast: Forecast
+    to_target: float  # compute to reach the target pass@1 (inf: never; NaN: no fit/target)
+
+
+def window(curve: TrialCurve, warmup: float) -> tuple[np.ndarray, np.ndarray]:
+    keep = curve.c > warmup
+    return curve.c[keep], curve.r[keep]
+
+
+def analyse(curve: TrialCurve, spec: CurveSpec) -> TrialFit:
+    c, r = window(curve, spec.warmup)
+    fit = fit_sigmoid(c, r, curve.r0)
+    target = float("nan")
+    if fit.ok and spec.target is not None:
+        target = compute_to_reach(spec.target, fit.a, fit.b, fit.c_mid, fit.r0)
+    spread, _ = window_spread(curve.c, curve.r, curve.r0, spec.warmup)
+    return TrialFit(curve, fit, fit_power_law(c, r), spread, forecast_check(c, r, curve.r0), target)
+
+
+def seed_interval(values: np.ndarray, *, log: bool = False) -> stats.Estimate:
+    """The t interval over seeds of the mean (log: of the mean log, shown back on the original
+    scale, i.e. the geometric mean); NaN dropped; none below MIN_SEEDS."""
+    x = np.asarray(values, dtype=float)
+    x = x[np.isfinite(x)]
+    if not log:
+        return stats.t_interval(x)
+    e = stats.t_interval(np.log(x[x > 0]))
+    return stats.Estimate(*(float(np.exp(v)) for v in (e.value, e.low, e.high)), e.n, e.std)
+
+
+@dataclass(frozen=True)
+class ArmCurves:
+    """One arm's fits over its seeds (the table row's numbers)."""
+
+    arm: str
+    fits: list[TrialFit]
+
+    def values(self, name: str) -> np.ndarray:
+        return np.array([getattr(t.fit, name) if t.fit.ok else np.nan for t in self.fits])
+
+    @property
+    def fitted(self) -> list[TrialFit]:
+        return [t for t in self.fits if t.fit.ok]
+
+    def estimate(self, name: str) -> stats.Estimate:
+        return seed_interval(self.values(name), log=name != "a")
+
+
+def arm_curves(data: StudyData, spec: CurveSpec) -> list[ArmCurves]:
+    fits = [analyse(c, spec) for c in trial_curves(data, spec)]
+    arms = [a for a in dict.fromkeys(data.trials["arm"]) if a not in data.replicates]
+    return [ArmCurves(a, sorted((f for f in fits if f.curve.arm == a), key=_seed)) for a in arms]
+
+
+def _seed(t: TrialFit) -> int:
+    return t.curve.seed
+
+
+@dataclass(frozen=True)
+class CurveContrast:
+    """An arm against the reference: ΔA paired by seed, then (A within the noise) B's ratio
+    with a shared A."""
+
+    arm: str
+    reference: str
+    delta_a: stats.Contrast
+    p_a: float = float("nan")  # Holm-adjusted over the arms
+    b_ratio: stats.Estimate | None = None  # exp of the mean Δ ln B with a shared A
+    p_b: float = float("nan")  # Holm-adjusted over the arms compared on B
+
+    @property
+    def a_differs(self) -> bool:
+        return bool(self.p_a < stats.ALPHA)
+
+
+def _by_seed(arm: ArmCurves) -> dict[int, TrialFit]:
+    return {_seed(t): t for t in arm.fits}
+
+
+def _log_b_ratio(arm: ArmCurves, ref: ArmCurves, spec: CurveSpec) -> np.ndarray:
+    """Per shared seed, ln B_arm − ln B_ref with one A fitted to both curves (NaN: no fit)."""
+    mine, theirs = _by_seed(arm), _by_seed(ref)
+    out = []
+    for seed in sorted(set(mine) & set(theirs)):
+        curves = [(*window(t.curve, spec.warmup), t.curve.r0) for t in (mine[seed], theirs[seed])]
+        a, b = shared_a_fits(curves)
+        out.append(np.log(a.b) - np.log(b.b) if a.ok and b.ok else np.nan)
+    return np.array(out)
+
+
+def contrasts(arms: list[ArmCurves], reference: str, spec: CurveSpec) -> list[CurveContrast]:
+    """The comparison rule for every arm against `reference` (see the module docstring)."""
+    ref = next((a for a in arms if a.arm == reference), None)
+    if ref is None:
+        return []
+    rows = []
+    for arm in (a for a in arms if a.arm != reference):
+        seeds = sorted(set(_by_seed(arm)) & set(_by_seed(ref)))
+        mine, theirs = (np.array([_by_seed(x)[s].fit.a for s in seeds]) for x in (arm, ref))
+        rows.append(CurveContrast(arm.arm, reference, stats.paired_contrast(mine, theirs)))
+    p_a = stats.holm([r.delta_a.p_value for r in rows]) if rows else []
+    rows = [_with(r, p_a=float(p)) for r, p in zip(rows, p_a, strict=True)]
+    within = [i for i, r in enumerate(rows) if not r.a_differs]
+    by_name = {a.arm: a for a in arms}
+    ratios = {i: _log_b_ratio(by_name[rows[i].arm], ref, spec) for i in within}
+    p_b = stats.holm([float(stats.paired_t_p(ratios[i][np.isfinite(ratios[i])])) for i in within])
+    for i, p in zip(within, p_b, strict=True):
+        rows[i] = _with(rows[i], b_ratio=seed_interval(np.exp(ratios[i]), log=True), p_b=float(p))
+    return rows
+
+
+def _with(row: CurveContrast, **changes) -> CurveContrast:
+    from dataclasses import replace
+
+    return replace(row, **changes)
