@@ -19,12 +19,16 @@ from ablate.report.findings import findings
 from ablate.report.load import StudyData, load_study_data
 from ablate.study import Study
 
+# Reads on a phone (390 px) as on a desktop: wide tables scroll inside their own box, figures
+# shrink to the page, long words break; tests/test_browser.py checks there is no page overflow.
 CSS = (
-    "body{font-family:sans-serif;max-width:1200px;margin:2em auto}table{border-collapse:collapse;"
-    "font-size:12px;margin:1em 0}td,th{border:1px solid #ccc;padding:2px 6px}"
+    "body{font-family:sans-serif;max-width:1200px;margin:2em auto;padding:0 0.75em;"
+    "overflow-wrap:anywhere}table{border-collapse:collapse;font-size:12px;margin:1em 0}"
+    "td,th{border:1px solid #ccc;padding:2px 6px;overflow-wrap:normal}"
     "caption{text-align:left;font-size:12px;color:#333;caption-side:bottom}"
     ".findings{background:#f6f8fa;padding:0.5em 1.5em;border-left:4px solid #3b73b9}"
-    ".note{font-size:11px;color:#555}img{max-width:640px}"
+    ".note{font-size:11px;color:#555}.scroll{overflow-x:auto;max-width:100%}"
+    "figure{margin:1em 0}img{max-width:min(640px,100%);height:auto}"
 )
 
 
@@ -110,7 +114,9 @@ def _findings_html(found: dict[str, list[str]]) -> str:
 def write_html(data: StudyData, built: Built, figures: list[Path], folder: Path) -> Path:
     """One self-contained file: figures inlined as base64 PNG."""
     parts = [
-        f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(data.name)}</title>",
+        "<!doctype html><html><head><meta charset='utf-8'>",
+        "<meta name='viewport' content='width=device-width,initial-scale=1'>",
+        f"<title>{html.escape(data.name)}</title>",
         f"<style>{CSS}</style></head><body><h1>Report: {html.escape(data.name)}</h1>",
         f"<p>{html.escape(_summary(data))}</p>",
         _findings_html(built.findings),

@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ablate.report import latex as tex
 from ablate.report.stats import MIN_SEEDS, Estimate
 from ablate.report.tables import SIGNIFICANT, Table
 
@@ -36,8 +37,8 @@ def _estimate_text(value: Estimate, *, latex: bool, compact: bool = False) -> st
         if 0 < value.n < MIN_SEEDS and not (latex or compact):
             return f"{_num(value.value)} ({too_few(value.n)})"
         return _num(value.value) + (f" (n={value.n})" if value.n < MIN_SEEDS else "")
-    if latex:
-        return f"{_num(value.value)} $\\pm$ {_num((value.high - value.low) / 2)}"
+    if latex:  # mean ± half-width: the LaTeX caption says so (latex.interval_caption)
+        return f"{_num(value.value)} ± {_num((value.high - value.low) / 2)}"
     return f"{_num(value.value)} [{_num(value.low)}, {_num(value.high)}]"
 
 
@@ -60,10 +61,8 @@ def _cells(table: Table, row: dict, latex: bool) -> list[str]:
     out = []
     for col in table.columns:
         text = _text(row[col], latex=latex, compact=table.compact)
-        if latex:
-            text = _escape(text)
-        if col == table.contrast_column and significant:
-            text = f"\\textbf{{{text}}}$^*$" if latex else f"**{text}** *"
+        if col == table.contrast_column and significant and not latex:  # LaTeX: latex.py
+            text = f"**{text}** *"
         out.append(text)
     return out
 
@@ -87,59 +86,17 @@ def to_markdown(table: Table) -> str:
     return "\n".join(lines) + ("\n\n" + "; ".join(notes) + "\n" if notes else "\n")
 
 
-_LATEX_SPECIAL = {
-    "&": r"\&",
-    "%": r"\%",
-    "_": r"\_",
-    "#": r"\#",
-    "Δ": r"$\Delta$",
-    "†": r"$^\dagger$",
-    "¼": r"1/4",
-    "^": r"\^{}",
-    "–": "--",
-    "ρ": r"$\rho$",
-    "·": r"$\cdot$",
-    "≥": r"$\geq$",
-    "≤": r"$\leq$",
-    "×": r"$\times$",
-    "−": "-",
-    "±": r"$\pm$",
-    "<": r"$<$",
-    ">": r"$>$",
-}
-
-
-def _escape(text: str) -> str:
-    for raw, escaped in _LATEX_SPECIAL.items():
-        if raw == "^" and "$" in text:
-            continue  # already math
-        text = text.replace(raw, escaped)
-    return text
-
-
 def to_latex(table: Table) -> str:
-    """A booktabs `table` float whose `tabular` has the same column count on every row."""
+    """A booktabs `table` float that compiles with pdflatex and fits the text width (split into
+    panels when it must be: `ablate.report.latex`)."""
     if not table.rows:  # still a valid tabular: one column saying so
         table = Table(table.name, table.caption, [{"(none)": "no rows"}])
-    cols = table.columns
-    spec = "l" * min(3, len(cols)) + "r" * max(0, len(cols) - 3)
-    lines = [
-        r"\begin{table}[t]",
-        r"\centering",
-        r"\small",
-        f"\\begin{{tabular}}{{{spec}}}",
-        r"\toprule",
-        " & ".join(_escape(c) for c in cols) + r" \\",
-        r"\midrule",
-    ]
-    for row in table.rows:
-        lines.append(" & ".join(_cells(table, row, latex=True)) + r" \\")
-    lines += [r"\bottomrule", r"\end{tabular}"]
-    notes = [f"{_escape(k) if k != '*' else '$^*$'}: {_escape(v)}" for k, v in table.marks.items()]
-    notes += [_escape(n) for n in _notes(table)[len(table.marks) :]]
-    caption = _escape(table.caption) + (" " + "; ".join(notes) + "." if notes else "")
-    lines += [f"\\caption{{{caption}}}", f"\\label{{tab:{table.name}}}", r"\end{table}"]
-    return "\n".join(lines) + "\n"
+    cells = [_cells(table, row, latex=True) for row in table.rows]
+    notes = list(table.marks.items()) + [("", n) for n in _notes(table)[len(table.marks) :]]
+    bold = [bool(row.get(SIGNIFICANT)) for row in table.rows]
+    return tex.table_tex(
+        table.name, table.columns, cells, table.caption, notes, table.contrast_column, bold
+    )
 
 
 def to_frame(table: Table) -> pd.DataFrame:
@@ -185,7 +142,7 @@ def to_html(table: Table) -> str:
         body.append("<tr>" + "".join(cells) + "</tr>")
     notes = _notes(table)
     foot = f"<p class='note'>{html.escape('; '.join(notes))}</p>" if notes else ""
-    return (
-        f"<table><caption>{html.escape(table.caption)}</caption><thead><tr>{head}</tr></thead>"
-        f"<tbody>{''.join(body)}</tbody></table>{foot}\n"
+    return (  # wrapped: a table wider than the page scrolls in its box, not the page
+        f"<div class='scroll'><table><caption>{html.escape(table.caption)}</caption><thead><tr>"
+        f"{head}</tr></thead><tbody>{''.join(body)}</tbody></table></div>{foot}\n"
     )
