@@ -21,7 +21,10 @@ def test_passk_command_prints_and_writes_csv(tmp_path, monkeypatch, capsys):
     assert code == 0
     table = pd.read_csv(out)
     assert table.k.tolist() == [1, 4] and (table.pass_at_k == 1.0).all()
-    assert "pass@k" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "pass@k (95% bootstrap CI" in out
+    # not a terminal: progress as plain lines, the cell announced before its first batch
+    assert "pass@k a × toy: 0/3 prompts" in out and "pass@k a × toy: 3/3 prompts" in out
 
 
 def test_passk_command_k_above_n_is_a_one_line_error(capsys):

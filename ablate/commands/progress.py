@@ -15,6 +15,13 @@ from typing import Any
 LOG_EVERY = 10
 
 
+def wants_bars(console) -> bool:
+    """Progress bars only on an interactive terminal: a file or a pipe gets plain lines, also
+    where FORCE_COLOR makes rich treat it as a terminal."""
+    isatty = getattr(console.file, "isatty", None)
+    return console.is_interactive and isatty is not None and isatty()
+
+
 def say(text: str) -> None:
     """One plain progress line on stdout, time-stamped and flushed."""
     print(f"{time.strftime('%H:%M:%S')} {text}", file=sys.stdout, flush=True)
@@ -78,7 +85,7 @@ def passk_lines(
 @contextlib.contextmanager
 def passk_display(console, what: str = "pass@G") -> Iterator[Callable[[str, int, int], None]]:
     """A Pass@k progress callback: a bar on a terminal, plain lines otherwise."""
-    if not console.is_terminal:
+    if not wants_bars(console):
         yield passk_lines(what)
         return
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn

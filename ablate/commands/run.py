@@ -59,10 +59,11 @@ def run_with_progress(
     """`run_study` with rich bars on a terminal, or plain lines every `log_every` steps."""
     from rich.console import Console
 
+    from ablate.commands.progress import wants_bars
     from ablate.runner import run_study
 
     console = Console()
-    display = _study_bars(console, study) if console.is_terminal else _study_lines(log_every)
+    display = _study_bars(console, study) if wants_bars(console) else _study_lines(log_every)
     with display as hooks:
         return run_study(
             study, results_dir=results, workers=workers, tracking_uri=tracking_uri, hooks=hooks
@@ -119,7 +120,6 @@ def _study_lines(every: int):
     from ablate.runner import RunHooks
 
     steps = StepLines(every)
-    ended = [0]
 
     def on_trial_start(trial, index, total) -> None:
         if trial is not None:  # None: a worker process took the next trial
@@ -127,9 +127,8 @@ def _study_lines(every: int):
             say(f"trial {index + 1}/{total}: {trial_label(trial)} (id {trial.id})")
 
     def on_trial_end(out) -> None:
-        ended[0] += 1
         where = f"{out.arm} | {out.model} | {out.template} | seed {out.seed}"
-        say(f"trial ended ({ended[0]} this run): {where}: {outcome_text(out)}")
+        say(f"trial ended: {where}: {outcome_text(out)}")
 
     yield RunHooks(
         on_phase=lambda phase: say(f"phase: {'Pass@G' if phase == 'passk' else phase}"),
@@ -177,8 +176,11 @@ def print_summary(study, outcomes, results: str, tracking_uri: str | None = None
             )
         elif o.message.startswith(LEASED_ELSEWHERE):  # not ours: another runner finishes it
             console.print(f"skipped {escape(f'{o.arm} {o.model} seed {o.seed}: {o.message}')}")
-    console.print(escape(f"MLflow database: {uri}  (browse: {browse_hint(results, tracking_uri)})"))
-    console.print(f"trial checkpoints: {root / study.name / 'trials'}")
+    where = f"MLflow database: {uri}  (browse: {browse_hint(results, tracking_uri)})"
+    # paths cut over lines cannot be copied
+    console.print(where, soft_wrap=True, markup=False, highlight=False)
+    checkpoints = f"trial checkpoints: {root / study.name / 'trials'}"
+    console.print(checkpoints, soft_wrap=True, markup=False, highlight=False)
 
 
 def browse_hint(results: str, tracking_uri: str | None = None) -> str:

@@ -147,7 +147,8 @@ def _train_in_study(spec, title: str, results: str, name: str, console, log_ever
     label = f"{title} seed {s.seed}"
     with _step_display(console, label, s.budget.max_steps, log_every) as on_step:
         (out,) = run_study(adhoc, results_dir=results, hooks=RunHooks(on_step=on_step))
-    console.print(f"MLflow: study {name!r} in {results}  (browse: {browse_hint(results)})")
+    hint = f"MLflow: study {name!r} in {results}  (browse: {browse_hint(results)})"
+    console.print(hint, soft_wrap=True, markup=False, highlight=False)  # paths stay copyable
     if out.outcome == "skipped":
         console.print(f"trial {out.trial_id} was {out.message}: nothing to train")
         return None
@@ -159,9 +160,9 @@ def _step_display(console, label: str, steps: int, log_every: int):
     """A step callback: a rich bar on a terminal, plain lines every `log_every` steps otherwise."""
     import math
 
-    if not console.is_terminal:
-        from ablate.commands.progress import StepLines
+    from ablate.commands.progress import StepLines, wants_bars
 
+    if not wants_bars(console):
         lines = StepLines(log_every)
         lines.start(label)
         yield lines
@@ -190,7 +191,7 @@ def _print_result(console, title: str, final_eval: dict, failure: str) -> None:
     from rich.markup import escape
     from rich.table import Table
 
-    console.print(escape(title), soft_wrap=True)  # its own line: a table title would wrap
+    console.print(escape(title), soft_wrap=True, highlight=False)  # a table title would wrap
     table = Table()
     table.add_column("metric")
     table.add_column("value", justify="right")

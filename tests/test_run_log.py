@@ -1,0 +1,90 @@
+"""Logs of `ablate run` / `ablate train` when output is a file, and `ablate train --results`."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+from ablate.models import zoo_names
+
+pytestmark = pytest.mark.skipif("hopeless" not in zoo_names(), reason="zoo not available")
+
+STUDY = """
+from ablate import Budget, EvalSpec, PassKSpec, Study, arm
+
+STUDY = Study(
+    name="logged",
+    base_models=["hopeless"],
+    arms=[arm("grpo", "grpo", kl_coef=0.0), arm("dr_grpo", "dr_grpo")],
+    budget=Budget(max_steps=40, prompts_per_step=2, group_size=2, max_new_tokens=16),
+    eval=EvalSpec(every=2, at_start=False, max_problems=2, n_samples=2, ks=(1,)),
+    passk=PassKSpec(n=2, ks=(1, 2), max_problems=3),
+)
+"""
+
+
+def test_a_killed_run_logged_to_a_file_says_where_it_was(tmp_path):
+    study = tmp_path / "logged.py"
+    study.write_text(textwrap.dedent(STUDY))
+    log = tmp_path / "run.log"
+    cmd = [sys.executable, "-m", "ablate.cli", "run", str(study), "--log-every", "1"]
+    cmd += ["--results", str(tmp_path / "results")]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    with log.open("w") as out:
+        proc = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT)
+    deadline = time.time() + 180
+    while time.time() < deadline and proc.poll() is None and "step 3/40" not in log.read_text():
+        time.sleep(0.1)
+    assert proc.poll() is None, log.read_text()[-2000:]
+    proc.send_signal(signal.SIGKILL)  # no chance to flush anything more
+    proc.wait()
+    lines = log.read_text().splitlines()
+    text = "\n".join(lines)
+    assert "phase: Pass@G" in text and "pass@G hopeless × plain: 3/3 prompts" in text
+    assert "phase: trials" in text and "trial 1/2: grpo | hopeless | plain | seed 0" in text
+    steps = [line for line in lines if ": step " in line]
+    assert [line.split(": step ")[1].split()[0] for line in steps[:3]] == ["1/40", "2/40", "3/40"]
+    assert all(" reward " in line and " tokens " in line and " s/step" in line for line in steps)
+    assert "pass@1 " in steps[1]  # the eval every 2 steps
+    assert "━" not in text  # no progress bar drawn into a file
+
+
+def test_train_with_results_is_a_trial_run_of_an_adhoc_study(tmp_path, capsys):
+    from ablate import tracking
+    from ablate.cli import main
+
+    results = tmp_path / "results"
+    argv = ["train", "--steps", "2", "--eval-problems", "2", "--set", "group_size=2"]
+    argv += ["--set", "prompts_per_step=2", "--results", str(results), "--model", "hopeless"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "grpo [group_size=2, prompts_per_step=2] on hopeless (plain), seed 0: finished" in out
+    assert f"browse: ablate ui --results {results}" in out
+    runs = tracking.load_runs(tracking.default_tracking_uri(results), "train")
+    assert len(runs) == 1 and runs["status"].tolist() == ["FINISHED"]
+    run = runs.iloc[0]
+    # a study trial's tags, params and metrics
+    assert run["tags.ablate.arm"] == "grpo[group_size=2,prompts_per_step=2]"
+    assert run["tags.ablate.model"] == "hopeless" and run["tags.ablate.outcome"] == "finished"
+    assert '"group_size": 2' in run["tags.ablate.budget"]
+    assert sum(c.startswith("params.algo.") for c in runs.columns) >= 21
+    assert run["metrics.eval/pass_at_1"] >= 0
+    assert (results / "train" / "trials" / run["trial_id"]).is_dir()  # its checkpoints
+    assert main(argv) == 0  # the same trial again: kept, not retrained
+    assert "already FINISHED: nothing to train" in capsys.readouterr().out
+    assert len(tracking.load_runs(tracking.default_tracking_uri(results), "train")) == 1
+
+
+def test_train_refuses_run_dir_with_results(tmp_path, capsys):
+    from ablate.cli import main
+
+    argv = ["train", "--run-dir", str(tmp_path / "a"), "--results", str(tmp_path / "b")]
+    assert main(argv) == 2
+    assert "give --run-dir or --results, not both" in capsys.readouterr().err
+    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
