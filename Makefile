@@ -10,7 +10,8 @@ export TRANSFORMERS_OFFLINE := 1
 export HF_DATASETS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: install demo test test-slow test-gpu lint format bench study passk tune report ui worker clean
+.PHONY: install demo test test-slow test-gpu test-latex test-browser lint format bench study passk \
+	tune report ui worker clean
 
 install: $(STAMP)
 
@@ -38,6 +39,14 @@ passk: install
 		--templates $(or $(TEMPLATES),plain,plain_q,plain_spaced) --task arithmetic \
 		--n 16 --k 1,4,8,16 --out $(RESULTS)/passk.csv
 
+# The Tricks-or-Traps reproduction: five studies, then the claims table (README: wall time).
+TRICKS := tricks_or_traps tricks_or_traps_hard tricks_or_traps_short tricks_or_traps_long \
+	tricks_or_traps_length
+tricks: install
+	for s in $(TRICKS); do $(BIN)/ablate run studies/$$s.py --results $(RESULTS) \
+		--workers $(WORKERS) || exit 1; done
+	$(BIN)/python tools/tricks_report.py --results $(RESULTS) --out reports/tricks_or_traps
+
 tune: install
 	$(BIN)/ablate tune $(STUDY) --trials $(or $(TRIALS),20) --results $(RESULTS)
 
@@ -54,13 +63,35 @@ worker: install
 # One torch thread per test process: on 2 shared cores a second OpenMP thread that has to wait
 # for a busy core makes small models up to ~10x slower (measured), and CI must be predictable.
 test: install
-	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -m "not slow and not gpu" -q
+	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -m "not slow and not gpu and not browser" -q
 
 test-slow: install
 	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -m "slow" -q
 
 test-gpu: install
 	$(BIN)/python -m pytest -m "gpu" -q
+
+# Debian packages, installed when missing (as root, or through sudo).
+SUDO    := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+APT     := DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends
+
+# Every LaTeX table of a report compiled with pdflatex + booktabs (Debian's TeX Live).
+test-latex: install
+	command -v pdflatex >/dev/null && kpsewhich booktabs.sty >/dev/null || \
+		{ $(SUDO) apt-get update -qq && $(APT) texlive-latex-base texlive-latex-recommended; }
+	ABLATE_REQUIRE_TEX=1 OMP_NUM_THREADS=1 $(BIN)/python -m pytest tests/test_report_latex.py -q
+
+# The HTML report and the MLflow UI in headless Chromium: Debian's chromium, driven by Playwright
+# (the `browser` extra; no browser is downloaded). Screenshots: reports/browser-check/.
+BROWSER_STAMP := $(VENV)/.browser-installed
+$(BROWSER_STAMP): $(STAMP)
+	$(BIN)/python -m pip install --quiet -c $(CONSTR) -e ".[dev,browser]"
+	touch $(BROWSER_STAMP)
+
+test-browser: $(BROWSER_STAMP)
+	test -x /usr/bin/chromium || { $(SUDO) apt-get update -qq && $(APT) chromium fonts-liberation; }
+	ABLATE_REQUIRE_BROWSER=1 ABLATE_BROWSER_OUT=reports/browser-check OMP_NUM_THREADS=1 \
+		$(BIN)/python -m pytest -m browser -q
 
 lint: install
 	$(BIN)/ruff check ablate baselines tests studies tools

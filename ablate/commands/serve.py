@@ -50,8 +50,27 @@ def ui(
     ]
     if host not in ("127.0.0.1", "localhost"):
         cmd += ["--allowed-hosts", "*"]
+    print_study_links(default_tracking_uri(root), host, port)
     # SystemExit, not typer.Exit: cli.main runs Typer without standalone mode
     raise SystemExit(serve_until_signalled(cmd))
+
+
+def print_study_links(uri: str, host: str, port: int) -> None:
+    """Write each study's saved view of its runs (grouped by arm, headline metrics and the
+    differing Algorithm fields as columns) and print the link that opens it on the model-training
+    side of the UI (MLflow 3 opens an experiment on its GenAI overview otherwise)."""
+    from ablate.tracking.views import publish_views
+
+    shown = "127.0.0.1" if host in ("0.0.0.0", "::") else host
+    base = f"http://{shown}:{port}"
+    views = publish_views(uri)
+    print(f"MLflow UI: {base}" + ("" if views else " (no study in this results folder yet)"))
+    for view in views:
+        print(f"  {view.study}: {view.url(base)}")
+        if view.has_report:
+            print(f"  {view.study} report: {view.report_url(base)}")
+    if views:
+        print("  (a study page's charts button shows its headline curves per arm)", flush=True)
 
 
 def serve_until_signalled(cmd: list[str]) -> int:

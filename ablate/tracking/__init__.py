@@ -66,6 +66,8 @@ _TERMINAL = ("FINISHED", "FAILED", "KILLED")
 KIND, STUDY, TRIAL, PARENT = "ablate.kind", "ablate.study", "ablate.trial_id", "mlflow.parentRunId"
 #: Every tag ablate writes is under `ablate.`; how a trial ended and why (the report's source).
 OUTCOME, OUTCOME_MESSAGE = "ablate.outcome", "ablate.outcome_message"
+#: A study's experiment is model training, not GenAI (MLflow 3's UI types experiments so).
+EXPERIMENT_TAGS = {"mlflow.experimentKind": "custom_model_development"}
 
 
 def default_tracking_uri(results_dir: str | Path) -> str:
@@ -138,7 +140,7 @@ def _experiment_id(client: Any, name: str, artifact_root: Path | None) -> str:
         # Artifacts next to the database, not in an `mlruns/` of whatever the cwd happens to be.
         location = None if artifact_root is None else artifact_root.as_uri()
         try:
-            return client.create_experiment(name, artifact_location=location)
+            return client.create_experiment(name, location, tags=EXPERIMENT_TAGS)
         except MlflowException:  # another process created it first
             exp = client.get_experiment_by_name(name)
             if exp is None:

@@ -1,0 +1,81 @@
+"""The MLflow UI's view of a study (`ablate.tracking.views`): the experiment typed as model
+training, and a saved view of its runs with the headline metrics, the differing Algorithm fields
+and the trial tags as columns, grouped by arm (tests/test_browser.py opens it in Chromium)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from ablate.tracking import MLflowStudy, default_tracking_uri, init_store
+from ablate.tracking.views import EXPERIMENT_TAGS, VIEW_TAG, publish_view, publish_views
+
+pytestmark = pytest.mark.filterwarnings("ignore:The ``noload`` loader strategy:DeprecationWarning")
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    uri = default_tracking_uri(tmp_path_factory.mktemp("results"))
+    init_store(uri)
+    study = MLflowStudy.open(uri, "views")
+    for arm, scale in (("grpo", "group_std"), ("dr_grpo", "none")):
+        for seed in (0, 1):
+            for model in ("mid", "rl_ready"):
+                tags = {"ablate.arm": arm, "ablate.seed": str(seed), "ablate.model": model}
+                tags["ablate.template"] = "plain"
+                name = f"{arm} | {model} | plain | seed {seed}"
+                tracker = study.trial_tracker(f"{arm}-{model}-{seed}", run_name=name, tags=tags)
+                params = {"algo.scale": scale, "algo.clip_low": 0.2, "seed": seed}
+                tracker.log_params(params)
+                tracker.log_metrics({"eval/pass_at_1": 0.5, "eval/pass_at_8": 0.9}, 10)
+                tracker.log_metrics({"eval/pass_at_2": 0.7, "perf/step_seconds": 0.1}, 10)
+                tracker.close()
+    study.close()
+    MLflowStudy.open(uri, "other", experiment="views").close()  # a second study, same experiment
+    return uri, study
+
+
+def test_the_experiment_is_model_training_from_its_creation(store):
+    from mlflow.tracking import MlflowClient
+
+    uri, study = store
+    experiment = MlflowClient(uri).get_experiment(study.experiment_id)
+    assert experiment.tags["mlflow.experimentKind"] == EXPERIMENT_TAGS["mlflow.experimentKind"]
+    assert EXPERIMENT_TAGS == {"mlflow.experimentKind": "custom_model_development"}
+
+
+def test_view_shows_headline_metrics_differing_fields_and_trial_tags(store):
+    from mlflow.tracking import MlflowClient
+
+    uri, study = store
+    view = publish_view(uri, "views")
+    assert view.experiment_id == study.experiment_id and view.run_id == study.run_id
+    assert not view.has_report
+    tags = MlflowClient(uri).get_experiment(study.experiment_id).tags
+    state = json.loads(tags[VIEW_TAG + view.key])
+    columns = state["selectedColumns"]
+    metrics = [c for c in columns if c.startswith("metrics.")]
+    assert metrics == [f"metrics.`eval/pass_at_{k}`" for k in (1, 2, 8)]  # pass@1 first
+    assert "params.`algo.scale`" in columns  # differs between the arms
+    assert "params.`algo.clip_low`" not in columns and "params.`seed`" not in columns
+    assert "tags.`ablate.arm`" in columns and "tags.`ablate.seed`" in columns
+    groups = [g["groupByData"] for g in state["groupBy"]["groupByKeys"]]
+    assert groups == ["ablate.arm", "ablate.model"]  # the template does not vary
+    assert state["searchFilter"] == "tags.`ablate.study` = 'views'"
+    assert [c["metricKey"] for c in state["compareRunCharts"]] == ["eval/pass_at_1"]
+
+
+def test_links_open_the_model_training_side_on_the_view(store):
+    uri, study = store
+    views = publish_views(uri)
+    assert [v.study for v in views] == ["views", "other"]
+    url = views[0].url("http://127.0.0.1:5000")
+    assert url == (
+        f"http://127.0.0.1:5000/#/experiments/{study.experiment_id}/runs"
+        "?workflowType=machine_learning&viewStateShareKey=ablate-views"
+    )
+    assert views[0].url("http://h:1", charts=True).endswith("&compareRunsMode=CHART")
+    report = views[0].report_url("http://h:1")
+    path = f"/runs/{study.run_id}/artifacts/report/report.html"
+    assert report.endswith(f"{path}?workflowType=machine_learning")
