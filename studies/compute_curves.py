@@ -1,9 +1,9 @@
 """Compute–performance curves (ScaleRL, arXiv 2510.13786 §2 and App. A): GRPO, Dr. GRPO and DAPO
-on the RL-ready base, 3 seeds each, every arm given the same generated-token budget (1.2M tokens,
-dynamic sampling's discarded samples included), and evaluated at the same compute: on a
-log-spaced cadence (4 marks per decade from 20k generated tokens) and every 100k tokens, so
-every arm has points at the same x and the second half of the compute holds enough points for
-the forecast check.
+on the RL-ready base, 3 seeds each, every arm given the same generated-token budget (3M tokens,
+dynamic sampling's discarded samples included: about 1,400 GRPO steps; at 1.2M the GRPO curves
+were still rising steeply), and evaluated at the same compute: on a log-spaced cadence (4 marks
+per decade from 20k generated tokens) and every 250k tokens, so every arm has points at the same
+x and the second half of the compute holds enough points for the forecast check.
 
 The report fits ScaleRL's sigmoid per arm and seed after a warm-up of 50k generated tokens
 (about 20 steps: Adam's first steps), gives A, B and C_mid with seed intervals, the power law
@@ -30,14 +30,14 @@ STUDY = Study(
     ],
     seeds=[0, 1, 2],
     budget=Budget(
-        max_steps=2000,
-        max_generated_tokens=1_200_000,
+        max_steps=4000,
+        max_generated_tokens=3_000_000,
         prompts_per_step=8,
         group_size=8,
         max_new_tokens=80,
     ),
     eval=EvalSpec(
-        every_tokens=100_000,
+        every_tokens=250_000,
         log_from=20_000,
         log_per_decade=4,
         n_samples=8,

@@ -138,7 +138,7 @@ def test_non_monotone_curves_give_no_fit(seed):
 
 def test_a_curve_that_has_not_bent_gives_no_fit():
     """C_mid five times past the last eval: the data show the start of a rise, not its bend."""
-    r = noisy((0.9, 2.0, 6_000_000.0, 0.3), 0, sigma=0.003)
+    r = noisy((0.9, 2.0, 15_000_000.0, 0.3), 0, sigma=0.003)
     fit = fit_sigmoid(C, r, 0.3)
     assert not fit.ok and "has not bent" in fit.reason
 
@@ -147,7 +147,7 @@ def test_a_curve_that_has_not_bent_gives_no_fit():
 def test_the_forecast_check_passes_a_curve_that_keeps_to_its_law(seed):
     f = forecast_check(C, noisy(TRUTHS[0], seed), 0.52)
     assert not f.reason and not f.departs and f.rmse < 3 * SIGMA
-    assert (f.n_first, f.n_second) == (9, 8)  # 63k..600k, then 632k..1.2M
+    assert (f.n_first, f.n_second) == (12, 6)  # 63k..1.5M, then 1.75M..3M
 
 
 @pytest.mark.parametrize("seed", range(4))

@@ -22,8 +22,8 @@ SPEC = CurveSpec(axis="generated_tokens", warmup=50_000, target=0.6)
 QUIET = dict(a_sd=0.004, log_sd=0.03, evals=16_384)  # small seed spread and eval noise
 MODELS = {
     "grpo": CurveModel(**QUIET),
-    "higher_a": CurveModel(a=0.76, **QUIET),
-    "steeper": CurveModel(b=3.0, **QUIET),
+    "higher_a": CurveModel(a=0.85, **QUIET),
+    "steeper": CurveModel(b=2.4, **QUIET),
 }
 
 
@@ -68,14 +68,17 @@ def test_eval_points_read_compute_at_each_eval_and_zero_before_training(data):
     assert (first["mark"].iloc[1:] == first["compute"].iloc[1:]).all()
 
 
-def test_parameters_are_recovered_with_intervals_that_cover_them(arms):
+def test_parameters_are_recovered_per_arm(arms):
+    """The pipeline's wiring (fit precision is tested in test_curvefit, coverage in the
+    calibration tests): every seed fitted, estimates near the simulated truth."""
     by_arm = {a.arm: a for a in arms}
     for name, model in MODELS.items():
         arm = by_arm[name]
         assert len(arm.fitted) == 3
-        for key, true in (("a", model.a), ("b", model.b), ("c_mid", model.c_mid)):
-            e = arm.estimate(key)
-            assert e.low <= true <= e.high, (name, key, e)
+        assert arm.estimate("a").value == pytest.approx(model.a, abs=0.02)
+        assert arm.estimate("b").value == pytest.approx(model.b, rel=0.25)
+        assert arm.estimate("c_mid").value == pytest.approx(model.c_mid, rel=0.2)
+        assert np.isfinite(arm.estimate("a").low) and arm.estimate("a").n == 3
 
 
 def test_flat_curves_get_no_fit_with_the_reason_and_no_numbers(arms):
@@ -91,7 +94,7 @@ def test_the_comparison_rule_a_first_then_b_with_a_shared_a(arms):
     assert rows["higher_a"].b_ratio is None  # A decides: B is not compared
     steeper = rows["steeper"]
     assert not steeper.a_differs and steeper.p_b < 0.05
-    assert steeper.b_ratio.low <= 2.0 <= steeper.b_ratio.high  # B 3.0 vs 1.5
+    assert steeper.b_ratio.low <= 2.0 <= steeper.b_ratio.high  # B 2.4 vs 1.2
     assert "B higher" in curve_tables._verdict(steeper)
     assert rows["flat"].delta_a.n == 0 and "too few seeds" in curve_tables._verdict(rows["flat"])
 
@@ -116,7 +119,7 @@ def test_the_figure_is_drawn_and_saved_as_png_and_pdf(data, tmp_path):
     fig, ax = plt.subplots()
     assert curve_tables.draw(data, ax)
     labels = [t.get_text() for t in ax.legend().get_texts()]
-    assert any(label.startswith("grpo: A=0.66") for label in labels)
+    assert any(label.startswith("grpo: A=0.75") for label in labels)
     assert "flat: no fit" in labels
     for ext in ("png", "pdf"):
         fig.savefig(tmp_path / f"compute_curves.{ext}")

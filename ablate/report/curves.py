@@ -10,8 +10,9 @@ geometric mean [exp(low), exp(high)]. Coverage is checked by simulation
 
 The comparison rule (ScaleRL App. A.5, with seeds): A first, arm − reference paired by seed,
 Holm-adjusted over the arms; when the A difference is within the measured noise (not
-significant), both curves of each seed are refitted with one shared A and B is compared
-(ratio arm / reference, paired by seed, t interval on the log, Holm over those arms).
+significant, or no larger than the A grid's step of 0.005), both curves of each seed are
+refitted with one shared A and B is compared (ratio arm / reference, paired by seed, t interval
+on the log, Holm over those arms).
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from ablate.report.curvecheck import (
     shared_a_fits,
     window_spread,
 )
-from ablate.report.curvefit import Fit, compute_to_reach, fit_sigmoid
+from ablate.report.curvefit import A_STEP, Fit, compute_to_reach, fit_sigmoid
 from ablate.report.load import StudyData
 from ablate.trial import COMPUTE_AXES, CurveSpec
 
@@ -172,7 +173,8 @@ class CurveContrast:
 
     @property
     def a_differs(self) -> bool:
-        return bool(self.p_a < stats.ALPHA)
+        """Significant after Holm and larger than the A grid's resolution (one step)."""
+        return bool(self.p_a < stats.ALPHA and abs(self.delta_a.diff.value) > A_STEP + 1e-9)
 
 
 def _by_seed(arm: ArmCurves) -> dict[int, TrialFit]:
