@@ -21,6 +21,7 @@ if TYPE_CHECKING:  # for type checkers and IDEs; at run time they load lazily (_
     from ablate.study import (
         Budget,
         Cells,
+        CurveSpec,
         EvalSpec,
         Optim,
         PassKSpec,
@@ -39,6 +40,7 @@ _LAZY = {
     for name in (
         "Budget",
         "Cells",
+        "CurveSpec",
         "EvalSpec",
         "Optim",
         "PassKSpec",
@@ -56,6 +58,7 @@ __all__ = [
     "Budget",
     "Cells",
     "ConfigError",
+    "CurveSpec",
     "EvalSpec",
     "Optim",
     "PassKSpec",

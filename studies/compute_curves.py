@@ -14,7 +14,7 @@ Every arm runs the same update schedule (4 mini-batches per rollout) and no KL, 
 arm, as in the quickstart.
 """
 
-from ablate.study import Budget, CurveSpec, EvalSpec, Study, arm
+from ablate import Budget, CurveSpec, EvalSpec, Study, arm
 
 MATCHED = {"minibatches": 4, "kl_coef": 0.0}
 
