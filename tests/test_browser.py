@@ -128,6 +128,7 @@ def test_report_shows_every_figure_and_table_without_overflow(browser, study, wi
         assert csv.stem in shown, csv.stem
         assert shown[csv.stem] == (rows > 0), csv.stem  # a table, or "(none)" when empty
     scroll = page.evaluate("() => [document.documentElement.scrollWidth, innerWidth]")
+    assert scroll[1] == width  # laid out at the device's width (a phone needs the viewport meta)
     assert scroll[0] <= scroll[1], f"page overflows at {width} px: {scroll}"
     assert page.evaluate(OVERFLOW) == []
     assert _outside(requests) == [] and requests  # the page loaded, nothing left the machine
