@@ -11,6 +11,7 @@ import dataclasses
 import importlib.util
 import itertools
 import re
+import sys
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -360,6 +361,8 @@ def load_study(path_or_module: str | Path) -> Study:
     module_name = "ablate_study_" + re.sub(r"\W", "_", file.stem)
     spec = importlib.util.spec_from_file_location(module_name, file)
     module = importlib.util.module_from_spec(spec)
+    # a study file may import the files beside it (shared arms): `from tricks_or_traps import …`
+    sys.path.insert(0, str(file.resolve().parent))
     try:
         spec.loader.exec_module(module)  # type: ignore[union-attr]
     except AblateError as exc:
@@ -368,6 +371,8 @@ def load_study(path_or_module: str | Path) -> Study:
         detail = exc.msg if isinstance(exc, SyntaxError) else str(exc)
         message = " ".join(detail.split())
         raise StudyError(f"{_located(file, exc)}: {type(exc).__name__}: {message}") from None
+    finally:
+        sys.path.remove(str(file.resolve().parent))
     study = getattr(module, "STUDY", None)
     if not isinstance(study, Study):
         raise StudyError(f"{file} must define STUDY = Study(...)")

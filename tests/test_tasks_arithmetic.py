@@ -171,3 +171,22 @@ def test_impossible_split_sizes_raise_config_error(monkeypatch):
     monkeypatch.setitem(LEVELS, "tiny", Level(counts=(2,), weights=(1.0,), low=1, high=5))
     with pytest.raises(ConfigError, match="distinct"):  # only 15 multisets of 2 operands in 1-5
         get_task("arithmetic", difficulty="tiny", n_train=10, n_eval=10).problems("train")
+
+
+def test_subsets_select_measured_problems_and_refuse_other_options():
+    from ablate.errors import ConfigError
+    from ablate.tasks import get_task
+
+    options = {"layout": "pre", "difficulty": "medium", "n_eval": 2000}
+    every = get_task("arithmetic", **options)
+    easy = get_task("arithmetic", subset="easy", **options)
+    hard = get_task("arithmetic", subset="hard", **options)
+    for split in ("train", "eval"):
+        ids = {p.id for p in every.problems(split)}
+        e, h = {p.id for p in easy.problems(split)}, {p.id for p in hard.problems(split)}
+        assert e and h and e <= ids and h <= ids and not e & h
+    assert len(easy.problems("eval")) == 264 and len(hard.problems("eval")) == 313
+    with pytest.raises(ConfigError, match="n_eval=256 \\(measured: 2000\\)"):
+        get_task("arithmetic", subset="easy", layout="pre").problems("train")
+    with pytest.raises(ConfigError, match="subset"):
+        get_task("arithmetic", subset="medium")

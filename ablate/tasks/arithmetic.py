@@ -21,9 +21,11 @@ valid continuations per position: a higher-entropy base model, so the upper clip
 
 from __future__ import annotations
 
+import json
 import random
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cache, cached_property
+from pathlib import Path
 from typing import ClassVar, Literal
 
 from ablate.errors import ConfigError
@@ -57,6 +59,11 @@ class Level:
     low: int
     high: int
 
+
+#: Problem subsets by the rl_ready rung's measured pass rate ("easy": rewards concentrated on 1,
+#: "hard": on 0), written by tools/arithmetic_subsets.py; valid for the task options they record.
+SUBSETS_FILE = Path(__file__).parent / "data" / "arithmetic_subsets.json"
+SUBSETS = ("easy", "hard")
 
 LEVELS: dict[str, Level] = {
     # 3 operands only: 2-operand sums have too few distinct problems (4,950 multisets) to fill
@@ -128,9 +135,12 @@ class ArithmeticTask(Task):
     seed: int = 0
     n_train: int = 20_000
     n_eval: int = 256
+    subset: str = "all"
+    """'all'; 'easy' / 'hard': the problems the rl_ready rung solves often / rarely (measured)."""
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        check_choice(self.name, "subset", self.subset, ("all", *SUBSETS))
         check_choice(self.name, "layout", self.layout, ("pre", "tail"))
         check_choice(self.name, "difficulty", self.difficulty, LEVELS)
         if not 0.0 <= self.check_rate <= 1.0:
@@ -163,7 +173,11 @@ class ArithmeticTask(Task):
         )
 
     def problems(self, split: Split) -> list[Problem]:
-        return list(self._splits[check_split(self.name, split)])
+        problems = self._splits[check_split(self.name, split)]
+        if self.subset == "all":
+            return list(problems)
+        keep = subset_ids(self, self.subset, split)
+        return [p for p in problems if p.id in keep]
 
     def _orders(self, operands: tuple[int, ...], rng: random.Random) -> tuple[tuple, tuple]:
         if self.shuffle_steps:
@@ -206,3 +220,23 @@ class ArithmeticTask(Task):
             self_check=optional_mark in completion,
             mismatch=None if main is None or check is None else main != check,
         )
+
+
+@cache
+def _subsets() -> dict:
+    return json.loads(SUBSETS_FILE.read_text())
+
+
+def subset_ids(task: ArithmeticTask, subset: str, split: Split) -> frozenset[str]:
+    """The ids of `subset`'s problems in `split`; ConfigError when `task`'s other options are not
+    the ones the subset was measured under (its ids would select different problems)."""
+    data = _subsets()
+    measured = data["task_options"]
+    mine = {k: getattr(task, k) for k in measured}
+    if mine != measured:
+        differ = [f"{k}={mine[k]!r} (measured: {measured[k]!r})" for k in measured]
+        differ = [d for d, k in zip(differ, measured, strict=True) if mine[k] != measured[k]]
+        raise ConfigError(
+            f"arithmetic: subset={subset!r} was measured with other options: {', '.join(differ)}"
+        )
+    return frozenset(data["subsets"][subset][split])
