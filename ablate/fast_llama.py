@@ -25,6 +25,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from ablate.decode_cache import SharedPrefixKV
+
 #: Off switch for debugging and A/B benchmarks.
 ENABLED = os.environ.get("ABLATE_FAST_LLAMA", "1") != "0"
 
@@ -155,65 +157,6 @@ class PrefixKV:
     def attend(self, q: Tensor, k: Tensor, v: Tensor, bias: Tensor, g: Weights) -> Tensor:
         keys, values = torch.cat([self.keys, k], 2), torch.cat([self.values, v], 2)
         return sdpa(q, keys, values, bias, g)
-
-
-class SharedPrefixKV:
-    """A decode cache that keeps each prompt's keys/values once ([P, Hk, W, D]) and the n
-    samples' generated ones apart ([P*n, Hk, steps, D], written in place). Attention runs over
-    both with one softmax, so the prompt part is read once per group instead of once per row
-    (decoding is memory-bound on the cache at these sizes)."""
-
-    def __init__(self, keys: Tensor, values: Tensor, prompt_bias: Tensor, n: int, steps: int):
-        prompts, heads, _, dim = keys.shape
-        self.keys, self.values, self.n = keys, values, n
-        self.prompt_bias = prompt_bias  # [P, 1, 1, W]
-        self.new_keys = keys.new_empty((prompts * n, heads, steps, dim))
-        self.new_values = values.new_empty((prompts * n, heads, steps, values.shape[-1]))
-        self.filled = 0
-
-    def attend(self, q: Tensor, k: Tensor, v: Tensor, bias, g: Weights) -> Tensor:
-        """q [B, H, 1, D] of the newest token, k/v [B, Hk, 1, D] its own key/value."""
-        end = self.filled + k.shape[2]
-        if end > self.new_keys.shape[2]:
-            raise RuntimeError(f"KV cache capacity {self.new_keys.shape[2]} exceeded")
-        self.new_keys[:, :, self.filled : end], self.new_values[:, :, self.filled : end] = k, v
-        self.filled = end
-        own = (self.new_keys[:, :, :end], self.new_values[:, :, :end])
-        prefix = (self.keys, self.values, self.prompt_bias)
-        return grouped_attention(q, prefix, own, self.n, g.head_dim**-0.5)
-
-
-def grouped_attention(q: Tensor, prefix: tuple, own: tuple, n: int, scale: float) -> Tensor:
-    """Attention of the newest tokens q [P * n, H, S, D] over (a) their block's prompt:
-    `prefix` = keys, values [P, Hk, W, D] and an additive bias [P, 1, 1, W], shared by the
-    block's n rows, and (b) all of their own keys/values `own` [P * n, Hk, L, D] (every one
-    visible); one softmax over both. Equals SDPA over the concatenated keys (tested)."""
-    prefix_k, prefix_v, prefix_bias = prefix
-    own_k, own_v = own
-    rows, heads, steps, dim = q.shape
-    prompts, kv_heads, width, _ = prefix_k.shape
-    shape = (prompts, n, kv_heads, heads // kv_heads * steps)
-    q = q.reshape(rows, kv_heads, shape[3], dim)  # [B, Hk, per_kv * S, D]
-    prefix_scores = _by_prompt(q, shape) @ prefix_k.transpose(-1, -2) * scale + prefix_bias
-    own_scores = q @ own_k.transpose(-1, -2) * scale
-    probs = torch.cat([_by_row(prefix_scores, shape), own_scores], -1).softmax(-1)
-    out = _by_row(_by_prompt(probs[..., :width], shape) @ prefix_v, shape)
-    out = out + probs[..., width:] @ own_v  # [B, Hk, per_kv * S, D]
-    return out.reshape(rows, heads, steps, dim)
-
-
-def _by_prompt(x: Tensor, shape: tuple[int, int, int, int]) -> Tensor:
-    """[P * n, Hk, per_kv, X] (or [P * n, H, 1, X]) -> [P, Hk, n * per_kv, X]."""
-    prompts, n, kv_heads, per_kv = shape
-    grouped = x.reshape(prompts, n, kv_heads, per_kv, x.shape[-1]).transpose(1, 2)
-    return grouped.reshape(prompts, kv_heads, n * per_kv, x.shape[-1])
-
-
-def _by_row(x: Tensor, shape: tuple[int, int, int, int]) -> Tensor:
-    """[P, Hk, n * per_kv, X] -> [P * n, Hk, per_kv, X] (inverse of `_by_prompt`)."""
-    prompts, n, kv_heads, per_kv = shape
-    rows = x.reshape(prompts, kv_heads, n, per_kv, x.shape[-1]).transpose(1, 2)
-    return rows.reshape(prompts * n, kv_heads, per_kv, x.shape[-1])
 
 
 def sdpa(q: Tensor, keys: Tensor, values: Tensor, bias: Tensor, g: Weights) -> Tensor:
@@ -352,7 +295,10 @@ def logits_from_hidden(model, hidden: Tensor) -> Tensor:
 
 class Decoder:
     """Incremental decoding of n samples per prompt: one prefill per prompt whose keys/values
-    all n samples attend to (`SharedPrefixKV`), then one token per `step`."""
+    all n samples attend to (`SharedPrefixKV`), then one token per `step`; `select` drops
+    finished rows (ragged decoding)."""
+
+    can_select = True
 
     def __init__(self, model, prompt_ids: Tensor, prompt_mask: Tensor, n: int, steps: int):
         """`prompt_ids`/`prompt_mask` [P, W] (left padded), each sampled `n` times."""
@@ -369,9 +315,17 @@ class Decoder:
         self.first_logits = logits_from_hidden(model, hidden[:, -1]).repeat_interleave(n, 0)
         self.start = prompt_mask.sum(-1, keepdim=True).repeat_interleave(n, 0)  # [B, 1]
         self.steps = steps
+        self.rows = torch.arange(prompt_ids.shape[0] * n, device=prompt_ids.device)
+
+    def select(self, keep: Tensor) -> None:
+        """Decode only the current batch's rows at positions `keep` (ascending) from now on."""
+        self.rows, self.start = self.rows[keep], self.start[keep]
+        for cache in self.caches:
+            cache.select(keep, self.rows)
 
     def step(self, token: Tensor, generated: int) -> Tensor:
-        """Logits [B, V] after feeding `token` [B], the `generated`-th new token (1-based)."""
+        """Logits [rows, V] after feeding `token` [rows] (the rows `select` kept, all at first),
+        the `generated`-th new token (1-based)."""
         if generated > self.steps:
             raise RuntimeError(f"KV cache capacity exceeded: built for {self.steps} new tokens")
         position = self.start + generated - 1  # [B, 1]

@@ -38,17 +38,50 @@ class _Decoded:
     finished: Tensor  # [B] bool, ended by EOS or a stop string
     ended_by_eos: Tensor  # [B] bool
 
+    @classmethod
+    def empty(cls, batch: int, steps: int, pad_id: int, device) -> _Decoded:
+        """Padding everywhere, every row running to `steps` tokens until it ends."""
+        return cls(
+            tokens=torch.full((batch, steps), pad_id, dtype=torch.long, device=device),
+            logprobs=torch.zeros((batch, steps), device=device),
+            entropy=torch.zeros((batch, steps), device=device),
+            lengths=torch.full((batch,), steps, dtype=torch.long, device=device),
+            finished=torch.zeros(batch, dtype=torch.bool, device=device),
+            ended_by_eos=torch.zeros(batch, dtype=torch.bool, device=device),
+        )
+
+    def write(self, at, step: int, token: Tensor, logprob: Tensor, entropy: Tensor) -> None:
+        """Record the `step`-th sampled token of batch rows `at` (a slice or row indices)."""
+        self.tokens[at, step], self.logprobs[at, step] = token, logprob
+        self.entropy[at, step] = entropy
+
+    def end(self, at, step: int, done: Tensor, eos: Tensor, stop: Tensor) -> Tensor:
+        """Mark rows `at` (`done` before this step) that ended by EOS or a stop string at
+        `step`; returns which ended now."""
+        ended = (eos | stop) & ~done
+        self.ended_by_eos[at] |= eos & ended
+        self.lengths[at] = torch.where(ended, step + 1, self.lengths[at])
+        self.finished[at] = done | ended
+        return ended
+
 
 class HFEngine:
     """Samples from `model` (a transformers causal LM, usually the one being trained)."""
 
     def __init__(
-        self, model, tokenizer, *, device: str | torch.device = "cpu", fused: bool = True
+        self,
+        model,
+        tokenizer,
+        *,
+        device: str | torch.device = "cpu",
+        fused: bool = True,
+        ragged: bool = True,
     ) -> None:
         """`fused=False` keeps transformers' forward even for Llama models (the zoo's recorded
-        measurements were taken on it and are reproduced bit for bit)."""
+        measurements were taken on it and are reproduced bit for bit). `ragged=False` decodes
+        finished rows to the end (same samples; benchmarks and tests compare both)."""
         self.model = model
-        self.fused = fused
+        self.fused, self.ragged = fused, ragged
         self.tokenizer = tokenizer
         self.device = torch.device(device)
         if tokenizer.eos_token_id is None:
@@ -101,74 +134,54 @@ class HFEngine:
     def _decode(
         self, prompt_ids: Tensor, prompt_mask: Tensor, n: int, sampling: SamplingParams
     ) -> _Decoded:
-        """Sample `n` completions of each prompt row ([P, W] ids and mask, left padded)."""
+        """Sample `n` completions of each prompt row ([P, W] ids and mask, left padded). With
+        `ragged`, rows that have finished leave the decode batch (`rows_to_keep`); the noise
+        is still drawn for the whole batch, so every row samples what it would have."""
+        from ablate.decode_cache import rows_to_keep
+
         device, steps = self.device, sampling.max_new_tokens
         batch = prompt_ids.shape[0] * n
         generator = torch.Generator(device=device).manual_seed(sampling.seed)
         stop_candidates = self._stop_candidate_mask(sampling.stop)
-        tokens = torch.full((batch, steps), self.pad_id, dtype=torch.long, device=device)
-        logprobs = torch.zeros((batch, steps), device=device)
-        entropy = torch.zeros((batch, steps), device=device)
-        lengths = torch.full((batch,), steps, dtype=torch.long, device=device)
-        done = torch.zeros(batch, dtype=torch.bool, device=device)
-        by_eos = torch.zeros(batch, dtype=torch.bool, device=device)
-        logits, advance = self._start(prompt_ids.to(device), prompt_mask.to(device), n, steps)
+        out = _Decoded.empty(batch, steps, self.pad_id, device)
+        decoder = self._start(prompt_ids.to(device), prompt_mask.to(device), n, steps)
+        ragged = self.ragged and decoder.can_select
+        rows, logits = None, decoder.first_logits  # rows: the batch rows decoding (None: all)
         for step in range(steps):
-            token, logprob, ent = sample_next(logits, sampling, generator)
+            token, logprob, ent = sample_next(logits, sampling, generator, rows, batch)
+            done = out.finished if rows is None else out.finished[rows]
             token = token.masked_fill(done, self.pad_id)
-            tokens[:, step], logprobs[:, step], entropy[:, step] = token, logprob, ent
+            at = slice(None) if rows is None else rows
+            out.write(at, step, token, logprob, ent)
             eos = (token == self.eos_id) & (not sampling.ignore_eos)
-            ended = eos | self._hit_stop(tokens, step, token, done, sampling.stop, stop_candidates)
-            ended &= ~done
-            by_eos |= eos & ended
-            lengths = torch.where(ended, step + 1, lengths)
-            done |= ended
-            if step + 1 == steps or bool(done.all()):
+            stops = sampling.stop
+            hit = self._hit_stop(out.tokens, step, token, done, stops, stop_candidates, rows)
+            ended = out.end(at, step, done, eos, hit)
+            if step + 1 == steps or bool(out.finished.all()):
                 break
-            logits = advance(token, step + 1)
-        return _Decoded(tokens, logprobs, entropy, lengths, done, by_eos)
+            keep = rows_to_keep(done | ended) if ragged else None
+            if keep is not None:
+                decoder.select(keep)
+                token = token[keep]
+                rows = keep if rows is None else rows[keep]
+            logits = decoder.step(token, step + 1)
+        return out
 
     def _start(self, prompt_ids: Tensor, prompt_mask: Tensor, n: int, steps: int):
-        """(logits [B, V] of the first new token, advance(token [B], generated) -> logits).
+        """A decoder (first_logits [B, V], step(token, generated) -> logits, select(keep)).
         Llama models take the fused path (one prefill per distinct prompt); any other model
         runs transformers' forward over a preallocated cache."""
         from ablate import fast_llama
+        from ablate.rollout.kv import TransformersDecoder
 
         if self.fused and fast_llama.supports(self.model):
-            decoder = fast_llama.Decoder(self.model, prompt_ids, prompt_mask, n, steps)
-            return decoder.first_logits, decoder.step
-        return self._start_transformers(
-            prompt_ids.repeat_interleave(n, 0), prompt_mask.repeat_interleave(n, 0), steps
+            return fast_llama.Decoder(self.model, prompt_ids, prompt_mask, n, steps)
+        return TransformersDecoder(
+            self.model,
+            prompt_ids.repeat_interleave(n, 0),
+            prompt_mask.repeat_interleave(n, 0),
+            steps,
         )
-
-    def _start_transformers(self, prompt_ids: Tensor, prompt_mask: Tensor, steps: int):
-        from ablate.rollout.kv import DecodeMasks, preallocated_cache
-
-        dtype = next(self.model.parameters()).dtype
-        attention_kind = getattr(self.model.config, "_attn_implementation", None) or "eager"
-        masks = DecodeMasks(prompt_mask, steps, dtype, attention_kind)
-        prompt_len = prompt_mask.sum(-1)
-        out = self.model(
-            input_ids=prompt_ids,
-            attention_mask=masks.prefill(),
-            position_ids=(masks.prefill().cumsum(-1) - 1).clamp(min=0),
-            cache=preallocated_cache(self.model.config, prompt_ids.shape[1] + steps),
-            use_cache=True,
-            logits_to_keep=1,
-        )
-        cache = out.cache
-
-        def advance(token: Tensor, generated: int) -> Tensor:
-            out = self.model(
-                input_ids=token[:, None],
-                attention_mask=masks.step(generated),
-                position_ids=(prompt_len + generated - 1)[:, None],
-                cache=cache,
-                use_cache=True,
-            )
-            return out.logits[:, -1]
-
-        return out.logits[:, -1], advance
 
     def _stop_candidate_mask(self, stops: tuple[str, ...]) -> Tensor | None:
         """Vocabulary mask of tokens that can complete a stop string (their text contains the
@@ -195,17 +208,20 @@ class HFEngine:
         done: Tensor,
         stops: tuple[str, ...],
         candidates: Tensor | None,
+        rows: Tensor | None = None,
     ) -> Tensor:
-        """Rows whose decoded completion now contains a stop string."""
+        """Which of the decoding rows (batch rows `rows`; None: all) now contain a stop string
+        in their decoded completion."""
         hit = torch.zeros_like(done)
         if candidates is None:
             return hit
         # Token ids beyond the tokenizer's vocabulary (padded embedding rows) are never stops.
         in_vocab = token < candidates.numel()
         flagged = candidates[token.clamp(max=candidates.numel() - 1)] & in_vocab & ~done
-        for row in flagged.nonzero().flatten().tolist():
+        for at in flagged.nonzero().flatten().tolist():
+            row = at if rows is None else int(rows[at])
             text = self.tokenizer.decode(tokens[row, : step + 1], skip_special_tokens=True)
-            hit[row] = any(stop in text for stop in stops)
+            hit[at] = any(stop in text for stop in stops)
         return hit
 
     # -- assembling Rollouts --------------------------------------------------------------------
@@ -252,10 +268,16 @@ class HFEngine:
 
 
 def sample_next(
-    logits: Tensor, sampling: SamplingParams, generator: torch.Generator
+    logits: Tensor,
+    sampling: SamplingParams,
+    generator: torch.Generator,
+    rows: Tensor | None = None,
+    batch: int | None = None,
 ) -> tuple[Tensor, Tensor, Tensor]:
     """Sample one token per row; return (token, its log-prob, entropy), both under the full
-    temperature-scaled distribution (temperature 1 when greedy)."""
+    temperature-scaled distribution (temperature 1 when greedy). `logits` may hold only the
+    rows `rows` of a batch of `batch`: the noise is drawn for the whole batch and those rows
+    taken, so a row's sample does not depend on which others are still decoding."""
     scaled = logits.float()
     if not sampling.greedy and sampling.temperature != 1.0:
         scaled = scaled / sampling.temperature
@@ -268,7 +290,9 @@ def sample_next(
         if sampling.filters_distribution:
             probs = filter_top_k_top_p(probs, sampling.top_k, sampling.top_p)
         # Exponential race (Gumbel-max in another guise): argmax p_i / E_i ~ Categorical(p).
-        noise = torch.empty_like(probs).exponential_(1.0, generator=generator).clamp_(min=1e-20)
+        shape = probs.shape if rows is None else (batch, probs.shape[-1])
+        noise = probs.new_empty(shape).exponential_(1.0, generator=generator)
+        noise = (noise if rows is None else noise[rows]).clamp_(min=1e-20)
         token = (probs / noise).argmax(-1)
     return token, log_probs.gather(-1, token[:, None]).squeeze(-1), entropy
 

@@ -51,6 +51,20 @@ class PreallocatedLayer(DynamicLayer):
         self.filled = 0
         super().reset()
 
+    def select(self, keep: Tensor) -> None:
+        """Keep only the batch rows at positions `keep` (their filled part copied)."""
+        if not self.is_initialized:
+            return
+        self._keys = _copy_rows(self._keys, keep, self.filled)
+        self._values = _copy_rows(self._values, keep, self.filled)
+        self.keys, self.values = self._keys[:, :, : self.filled], self._values[:, :, : self.filled]
+
+
+def _copy_rows(buffer: Tensor, keep: Tensor, filled: int) -> Tensor:
+    out = buffer.new_empty((keep.numel(), *buffer.shape[1:]))
+    out[:, :, :filled] = buffer[keep, :, :filled]
+    return out
+
 
 def preallocated_cache(config, capacity: int) -> DynamicCache:
     """The model's `DynamicCache` with its full-attention layers preallocated to `capacity`."""
@@ -81,6 +95,11 @@ class DecodeMasks:
             )
             self.additive = additive.masked_fill((self.binary == 0)[:, None, None, :], blocked)
 
+    def select(self, keep: Tensor) -> None:
+        """Keep only the batch rows at positions `keep`."""
+        self.binary = self.binary[keep]
+        self.additive = None if self.additive is None else self.additive[keep]
+
     def prefill(self) -> Tensor:
         """The 2D prompt mask: transformers combines it with the causal mask itself."""
         return self.binary[:, : self.width]
@@ -91,3 +110,46 @@ class DecodeMasks:
         if self.additive is not None:
             return self.additive[..., :length]
         return self.binary[:, :length]
+
+
+class TransformersDecoder:
+    """Incremental decoding through the model's own forward over a preallocated cache: the
+    first logits [B, V], then one token per `step`; `select` drops finished rows (ragged
+    decoding; any cache layer that is not preallocated makes it a no-op)."""
+
+    def __init__(self, model, prompt_ids: Tensor, prompt_mask: Tensor, steps: int) -> None:
+        self.model = model
+        dtype = next(model.parameters()).dtype
+        attention_kind = getattr(model.config, "_attn_implementation", None) or "eager"
+        self.masks = DecodeMasks(prompt_mask, steps, dtype, attention_kind)
+        self.prompt_len = prompt_mask.sum(-1)
+        out = model(
+            input_ids=prompt_ids,
+            attention_mask=self.masks.prefill(),
+            position_ids=(self.masks.prefill().cumsum(-1) - 1).clamp(min=0),
+            cache=preallocated_cache(model.config, prompt_ids.shape[1] + steps),
+            use_cache=True,
+            logits_to_keep=1,
+        )
+        self.cache = out.cache
+        self.first_logits = out.logits[:, -1]
+        self.can_select = all(isinstance(layer, PreallocatedLayer) for layer in self.cache.layers)
+
+    def select(self, keep: Tensor) -> None:
+        if not self.can_select:
+            return
+        for layer in self.cache.layers:
+            layer.select(keep)
+        self.masks.select(keep)
+        self.prompt_len = self.prompt_len[keep]
+
+    def step(self, token: Tensor, generated: int) -> Tensor:
+        """Logits [rows, V] after feeding `token` [rows], the `generated`-th new token."""
+        out = self.model(
+            input_ids=token[:, None],
+            attention_mask=self.masks.step(generated),
+            position_ids=(self.prompt_len + generated - 1)[:, None],
+            cache=self.cache,
+            use_cache=True,
+        )
+        return out.logits[:, -1]
