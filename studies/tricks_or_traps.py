@@ -47,7 +47,7 @@ ARMS = {
     "dr_grpo4": arm("dr_grpo4", "dr_grpo", **MATCHED),
 }
 BASE_ARMS = ["grpo4", "no_std", "batch_std", "clip_higher", "token_agg", "lite_ppo", "dapo4"]
-ALIGNED_ARMS = ["grpo4", "clip_higher", "token_agg", "lite_ppo"]
+ALIGNED_ARMS = ["grpo4", "clip_higher", "token_agg"]
 
 
 def tricks_study(name: str, arms: list[str], **settings) -> Study:

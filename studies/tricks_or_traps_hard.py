@@ -5,6 +5,6 @@ from tricks_or_traps import HARD, tricks_study
 
 STUDY = tricks_study(
     "tricks_or_traps_hard",
-    ["grpo4", "no_std", "batch_std", "lite_ppo", "dapo4"],
+    ["grpo4", "no_std", "batch_std", "lite_ppo"],
     task_options=HARD,
 )
