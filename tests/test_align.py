@@ -57,3 +57,12 @@ def test_a_tiny_align_build_records_rounds_and_entropies(tmp_path):
     assert 0 < meta["rounds"][0]["kept"] <= meta["rounds"][0]["sampled"] == 32
     assert meta["entropy"] > 0 and meta["source_entropy"] > 0
     assert set(meta["measured"]) == {TRAINING_TEMPLATE}
+
+
+def test_shipped_tail_rung_is_current_and_writes_the_tail_layout():
+    from ablate.models.catalog import RECIPES
+
+    meta = read_meta(SHIPPED_DIR / "tail_ready")
+    assert meta["recipe_hash"] == RECIPES["tail"].content_hash(), "stale: rebuild tail"
+    assert meta["in_band"] and meta["weights_sha256"] == weights_sha256(SHIPPED_DIR / "tail_ready")
+    assert dict(RECIPES["tail"].pretrain.task_options) == {"layout": "tail"}

@@ -63,6 +63,30 @@ RECIPES: dict[str, ZooRecipe] = {
         dense_while=Band(metric="pass8", low=0.06, high=0.75),
         stop_at_pass1=0.85,
     ),
+    "tail": ZooRecipe(
+        name="tail",
+        description="0.53M Llama pretrained on the 'tail' layout (mandatory check, answer, then "
+        "optional reward-neutral re-checks): where the Dr. GRPO length bias can act",
+        size=ModelSize(),
+        pretrain=PretrainSpec(task_options=(("layout", "tail"),), max_steps=1200),
+        eval=PassKMeasure(templates=(TRAINING_TEMPLATE,)),
+        rungs=(
+            Rung(
+                name="tail_ready",
+                description="the 'tail' layout's RL-ready point: half the samples right",
+                bands=(
+                    Band(metric="pass1", low=0.35, high=0.65),
+                    Band(metric="pass8", low=0.85, high=1.0),
+                ),
+                metric="pass1",
+                target=0.5,
+            ),
+        ),
+        checkpoint_every=50,
+        dense_every=10,
+        dense_while=Band(metric="pass8", low=0.06, high=0.9),
+        stop_at_pass1=0.7,
+    ),
     "aligned": ZooRecipe(
         name="aligned",
         description="rl_ready after rejection-sampling fine-tuning on its own correct answers: "
@@ -89,7 +113,7 @@ RECIPES: dict[str, ZooRecipe] = {
 
 #: Recipes whose models ship prebuilt (ablate/models/zoo/): their names always mean the shipped
 #: weights. A local rebuild is not bit-identical across machines, so it never takes the name.
-SHIPPED_RECIPES = frozenset({"ladder", "aligned"})
+SHIPPED_RECIPES = frozenset({"ladder", "aligned", "tail"})
 
 
 def get_recipe(name: str) -> ZooRecipe:
