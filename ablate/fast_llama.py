@@ -192,28 +192,72 @@ def mlp(h: Tensor, w: Layer) -> Tensor:
     return F.linear(F.silu(gate) * up, w.down, w.down_bias)
 
 
+@dataclass(frozen=True)
+class Packing:
+    """The positions of a [B, S] batch that matter, laid out flat ([N], row by row): token-wise
+    work (projections, MLP, norms) runs on those only, attention in the [B, S] layout. Each
+    packed row's values equal the padded batch's (row-wise kernels); padding costs nothing."""
+
+    index: Tensor  # [N] positions in the flattened [B * S]
+    rows: int
+    steps: int
+
+    @classmethod
+    def of(cls, mask: Tensor) -> Packing:
+        """The True positions of `mask` [B, S]."""
+        return cls(mask.flatten().nonzero().flatten(), mask.shape[0], mask.shape[1])
+
+    def pack(self, x: Tensor) -> Tensor:
+        """[B, S, ...] → [N, ...]."""
+        return x.reshape(self.rows * self.steps, *x.shape[2:]).index_select(0, self.index)
+
+    def pad(self, x: Tensor) -> Tensor:
+        """[N, ...] → [B, S, ...], zeros at the positions left out."""
+        out = x.new_zeros((self.rows * self.steps, *x.shape[1:])).index_copy(0, self.index, x)
+        return out.view(self.rows, self.steps, *x.shape[1:])
+
+
 def layer_forward(
-    x: Tensor, w: Layer, g: Weights, cos: Tensor, sin: Tensor, bias: Tensor | None, past
+    x: Tensor,
+    w: Layer,
+    g: Weights,
+    cos: Tensor,
+    sin: Tensor,
+    bias: Tensor | None,
+    past,
+    packing: Packing | None = None,
 ) -> tuple[Tensor, Tensor, Tensor]:
-    """x [B, S, d] → (x [B, S, d], this layer's new keys and values [B, Hk, S, D])."""
+    """x [B, S, d] (packed: [1, N, d]) → (x of the same shape, this layer's new keys and
+    values [B, Hk, S, D])."""
     b, s, d = x.shape
     q, k, v = attention_inputs(F.rms_norm(x, (d,), w.ln1, g.eps), w, g, cos, sin)
+    if packing is not None:
+        q, k, v = (packing.pad(t[0]) for t in (q, k, v))
     q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
     attn = sdpa(q, k, v, bias, g) if past is None else past.attend(q, k, v, bias, g)
-    x = x + F.linear(attn.transpose(1, 2).reshape(b, s, -1), w.o, w.o_bias)
+    attn = attn.transpose(1, 2)
+    if packing is not None:
+        attn = packing.pack(attn)[None]
+    x = x + F.linear(attn.reshape(b, s, -1), w.o, w.o_bias)
     return x + mlp(F.rms_norm(x, (d,), w.ln2, g.eps), w), k, v
 
 
 def run_layers(
-    g: Weights, ids: Tensor, rope: tuple[Tensor, Tensor], bias: Tensor | None, pasts=None
+    g: Weights,
+    ids: Tensor,
+    rope: tuple[Tensor, Tensor],
+    bias: Tensor | None,
+    pasts=None,
+    packing: Packing | None = None,
 ) -> tuple[Tensor, list[tuple[Tensor, Tensor]]]:
-    """Final-normed hidden states [B, S, d] of `ids` [B, S] and every layer's new keys/values;
-    `rope`: `rope_tables` of the tokens' positions."""
+    """Final-normed hidden states [B, S, d] of `ids` [B, S] (packed: [1, N]) and every
+    layer's new keys/values; `rope`: `rope_tables` of the tokens' positions."""
     x = F.embedding(ids, g.embed, g.padding_idx)
     cos, sin = rope
     kvs = []
     for i, layer in enumerate(g.layers):
-        x, k, v = layer_forward(x, layer, g, cos, sin, bias, None if pasts is None else pasts[i])
+        past = None if pasts is None else pasts[i]
+        x, k, v = layer_forward(x, layer, g, cos, sin, bias, past, packing)
         kvs.append((k, v))
     return F.rms_norm(x, (x.shape[-1],), g.norm, g.eps), kvs
 
@@ -283,9 +327,19 @@ def completion_hidden(model, ids: Tensor, attn: Tensor, prompt_len: int) -> Tens
     # (as the decoder uses) here; the copies' backward is one scatter-add per layer.
     pasts = [PrefixKV(k[inverse], v[inverse]) for k, v in kvs]
     bias = continuation_bias(prompt_mask, steps, dtype)
-    rope = rope_tables(g, continuation_positions(prompt_mask, steps), dtype)
-    rest, _ = run_layers(g, ids[:, prompt_len:-1], rope, bias, pasts)
-    return torch.cat([first, rest], 1)
+    inputs, positions = ids[:, prompt_len:-1], continuation_positions(prompt_mask, steps)
+    # Ragged completions: only inputs that predict a completion token are computed (input j
+    # predicts token j + 1); the rest of the [B, steps] hidden states are zeros.
+    needed = attn[:, prompt_len + 1 :].bool()
+    if bool(needed.all()):
+        rest, _ = run_layers(g, inputs, rope_tables(g, positions, dtype), bias, pasts)
+        return torch.cat([first, rest], 1)
+    if not bool(needed.any()):
+        return torch.cat([first, first.new_zeros((first.shape[0], steps, first.shape[2]))], 1)
+    packing = Packing.of(needed)
+    rope = rope_tables(g, packing.pack(positions)[None], dtype)
+    rest, _ = run_layers(g, packing.pack(inputs)[None], rope, bias, pasts, packing)
+    return torch.cat([first, packing.pad(rest[0])], 1)
 
 
 def logits_from_hidden(model, hidden: Tensor) -> Tensor:
