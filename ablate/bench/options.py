@@ -10,7 +10,7 @@ from typing import Any
 
 from ablate.errors import ConfigError
 
-SECTIONS = ("trl", "rollout", "flops", "overhead", "scaling", "study")
+SECTIONS = ("trl", "natural", "rollout", "flops", "overhead", "scaling", "study")
 #: Longest completion allowed (the zoo models have 192 positions; prompts take ~25).
 MAX_LENGTH = 128
 
@@ -25,6 +25,7 @@ class SuiteOptions:
     repeats: int = 10
     warmup: int = 2
     threads: int = 1
+    trl: bool = True  # whether sections compare with TRL (`--no-trl`: natural runs rollouts only)
     quick_mode: bool = False
     rollout_shapes: tuple[tuple[int, int], ...] = ((8, 8), (32, 8))
     rollout_tokens: int = 32
@@ -67,6 +68,7 @@ class SuiteOptions:
         args += ["--sizes", ",".join(self.sizes), "--lengths", ",".join(map(str, self.lengths))]
         args += ["--repeats", str(self.repeats), "--warmup", str(self.warmup)]
         args += ["--threads", str(self.threads), *(["--quick"] if self.quick_mode else [])]
+        args += [] if self.trl else ["--no-trl"]
         return shlex.join([*args, "--out", str(out)])
 
 
@@ -113,7 +115,11 @@ def options_from_cli(
     """SuiteOptions from the command's options: explicit values win over the (quick) defaults."""
     from ablate.bench.models import check_sizes
 
-    changes: dict[str, Any] = {"sections": parse_sections(sections, no_trl), "threads": threads}
+    changes: dict[str, Any] = {
+        "sections": parse_sections(sections, no_trl),
+        "threads": threads,
+        "trl": not no_trl,
+    }
     if sizes is not None:
         changes["sizes"] = tuple(check_sizes(_items(sizes)))
     if lengths is not None:

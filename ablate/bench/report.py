@@ -32,6 +32,7 @@ MET, MISSED = "✅ met", "❌ missed"
 
 TITLES = {
     "trl": "1. RL step time: ablate vs TRL GRPOTrainer (identical work)",
+    "natural": "1b. Natural lengths: completions end at EOS (ablate vs TRL, ours vs `generate`)",
     "rollout": "2. Rollout tokens/s with log-probs: ours vs `model.generate`",
     "flops": "3. Train-step FLOP utilisation",
     "overhead": "4. Harness overhead (diagnostics + MLflow tracking)",
@@ -51,6 +52,20 @@ NOTES = {
         "end, and a TRL step is the time between two step begins minus that ablate step. "
         "ablate's step includes `log_metrics` into a real MLflow run. Ratio: ratio of medians; "
         "min–max: extremes of the per-pair ratios."
+    ),
+    "natural": (
+        "What a study's steps do: 8 arithmetic prompts (plain template, our verifier) × G=8 "
+        "completions of up to 80 tokens that end at EOS, no KL, one update per rollout, the "
+        "same learning rate and clipping as section 1, steps interleaved A B A B in one process "
+        "as there. 0.53M = `rl_ready`; 4.2M = the 4.2M size warm-started on the zoo corpus "
+        "(60 pretraining steps of 32 worked solutions: the answer format, so completions end "
+        "where the zoo's do). The tools draw different samples: each one's mean completion "
+        "length (EOS included) is shown, so the work is seen to be equal. `ablate sampling` / "
+        "`ablate update`: `perf/gen_seconds` / `perf/train_seconds` of ablate's steps. "
+        "Rollouts: `HFEngine` (tokens + log-probs + entropy) vs `model.generate` (tokens only), "
+        "the same 8 prompts × 8, a fresh seed per repeat, tok/s = completion tokens generated "
+        "÷ seconds; `ours full batch` decodes finished rows to the end (ragged decoding off: "
+        "the same samples), and `ragged ÷ full-batch` is the ratio of their times."
     ),
     "rollout": (
         "`HFEngine` (tokens + log-probs + entropy) vs `model.generate` (tokens only), the same "
@@ -95,10 +110,11 @@ METHOD = (
     "`base-4m`: hidden 256, 4 layers) at its seeded initialisation with the zoo tokenizer (no "
     "4.2M zoo model is built by default), saved to a scratch folder. Both tools load the same "
     "folder, so their weights are identical.",
-    "- Fixed-length completions: every benchmarked rollout has exactly T tokens (checked), so "
-    "random weights cost what trained ones would. At these lengths the verifier scores most "
-    "completions 0 (worked answers are longer); neither tool skips zero-advantage samples, so "
-    "the work is the same.",
+    "- Fixed-length completions (all sections but 1b): every benchmarked rollout has exactly T "
+    "tokens (checked), so random weights cost what trained ones would. At these lengths the "
+    "verifier scores most completions 0 (worked answers are longer); neither tool skips "
+    "zero-advantage samples, so the work is the same. Section 1b samples as studies do "
+    "(completions end at EOS) on models that write the zoo's answers.",
     "- Interleaving: contenders alternate A B A B in one process after untimed warm-up runs; a "
     "ratio is the ratio of the two medians, its min–max the extremes of the per-pair ratios.",
 )

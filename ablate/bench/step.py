@@ -3,7 +3,8 @@
 
 Every completion is forced to exactly `max_new_tokens` tokens (EOS and stop strings ignored), so
 the work per step does not depend on what the weights happen to generate, and it matches a TRL
-step with `min_new_tokens = max_new_tokens`.
+step with `min_new_tokens = max_new_tokens`. A `natural` case instead samples as a study does:
+completions end at EOS (or a stop string), up to `max_new_tokens`, on the engine trials use.
 """
 
 from __future__ import annotations
@@ -49,6 +50,13 @@ def fixed_length_engine(model, tokenizer) -> FixedLengthEngine:
     return FixedLengthEngine(HFEngine(model, tokenizer))
 
 
+def natural_engine(model, tokenizer):
+    """An `EngineFactory` for `setup_trial`: the engine a trial samples with by default."""
+    from ablate.rollout.hf import HFEngine
+
+    return HFEngine(model, tokenizer)
+
+
 def check_lengths(lengths: list[int], expected: int, tool: str) -> None:
     """LengthError unless every completion has exactly `expected` tokens."""
     wrong = sorted({n for n in lengths if n != expected})
@@ -58,18 +66,30 @@ def check_lengths(lengths: list[int], expected: int, tool: str) -> None:
         )
 
 
+def check_max_length(lengths: list[int], limit: int, tool: str) -> None:
+    """LengthError unless every completion has 1..`limit` tokens (natural-length cases)."""
+    wrong = sorted({n for n in lengths if not 1 <= n <= limit})
+    if not lengths or wrong:
+        raise LengthError(
+            f"{tool}: completions must have 1..{limit} tokens, got lengths {wrong or 'none'}"
+        )
+
+
 @dataclass(frozen=True)
 class StepCase:
-    """The work of one RL step: `prompts` × `group` completions of `new_tokens` tokens."""
+    """The work of one RL step: `prompts` × `group` completions of `new_tokens` tokens, or of
+    at most `new_tokens` tokens each, ending at EOS, when `natural`."""
 
     size: str
     prompts: int = 8
     group: int = 8
     new_tokens: int = 16
+    natural: bool = False
 
     @property
     def label(self) -> str:
-        return f"{self.size} P={self.prompts} G={self.group} T={self.new_tokens}"
+        length = f"T≤{self.new_tokens} natural" if self.natural else f"T={self.new_tokens}"
+        return f"{self.size} P={self.prompts} G={self.group} {length}"
 
 
 @dataclass(frozen=True)
@@ -82,6 +102,7 @@ class StepRecord:
     diagnostics: float
     tracking: float
     update_tokens: float
+    mean_length: float = 0.0  # completion tokens per sample (EOS included)
 
     @property
     def harness(self) -> float:
@@ -111,7 +132,8 @@ class AblateStepper:
             seed=seed,
         )
         self.case, self.tracker = case, tracker
-        self.setup = setup_trial(spec, loaded=load_model(folder), engine=fixed_length_engine)
+        engine = natural_engine if case.natural else fixed_length_engine
+        self.setup = setup_trial(spec, loaded=load_model(folder), engine=engine)
         self.state = TrainState()
         self.stream = PromptStream(self.setup.task.problems("train"), seed)
 
@@ -135,4 +157,5 @@ class AblateStepper:
             diagnostics=metrics["perf/diagnostics_seconds"],
             tracking=end - logged,
             update_tokens=metrics["perf/update_tokens"],
+            mean_length=metrics["length/mean"],
         )

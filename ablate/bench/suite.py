@@ -1,6 +1,7 @@
-"""The benchmark suite behind `ablate bench`: six sections, each a list of `Row`s.
+"""The benchmark suite behind `ablate bench`: seven sections, each a list of `Row`s.
 
 trl       RL step time, ablate vs TRL GRPOTrainer on identical work (interleaved in-process)
+natural   the same and rollouts vs `model.generate`, with completions ending at EOS (natural.py)
 rollout   rollout tokens/s with log-probs, our sampler vs `model.generate`
 flops     train-step FLOP utilisation against a matmul peak measured in the same run
 overhead  share of a step spent in diagnostics and MLflow tracking
@@ -226,8 +227,15 @@ def section_study(bench: Bench) -> list[Row]:
     )
 
 
+def section_natural(bench: Bench) -> list[Row]:
+    from ablate.bench.natural import section_natural as run
+
+    return run(bench)
+
+
 SECTION_RUNNERS: dict[str, Callable[[Bench], list[Row]]] = {
     "trl": section_trl,
+    "natural": section_natural,
     "rollout": section_rollout,
     "flops": section_flops,
     "overhead": section_overhead,

@@ -1,8 +1,10 @@
 """ablate's RL step against TRL's `GRPOTrainer` on identical work, interleaved in one process.
 
 Both load the same model folder, sample 8 prompts × G completions of exactly T tokens (ours: EOS
-and stop strings ignored; TRL: `min_new_tokens = T`), score them with our task's verifier, and do
-one GRPO update per rollout with no KL, the same learning rate and gradient clipping. TRL's
+and stop strings ignored; TRL: `min_new_tokens = T`), or in a natural case of up to T tokens
+ending at EOS (both tools' mean lengths are reported, so the work is shown equal), score them
+with our task's verifier, and do one GRPO update per rollout with no KL, the same learning rate
+and gradient clipping. TRL's
 gradient checkpointing (on by default since TRL 1.x) is switched off: it only slows a step down
 on these tiny models, and we compare against TRL's best case.
 
@@ -22,7 +24,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ablate.bench.step import LR, AblateStepper, StepCase, StepRecord, check_lengths
+from ablate.bench.step import (
+    LR,
+    AblateStepper,
+    StepCase,
+    StepRecord,
+    check_lengths,
+    check_max_length,
+)
 from ablate.errors import ConfigError
 
 INSTALL_HINT = 'run `make bench` or `pip install -c .venv/constraints.txt -e ".[bench]"`'
@@ -108,7 +117,7 @@ def grpo_config(case: StepCase, steps: int, output_dir: str, seed: int = 0):
         per_device_train_batch_size=case.prompts * case.group,
         num_generations=case.group,
         max_completion_length=case.new_tokens,
-        generation_kwargs={"min_new_tokens": case.new_tokens},
+        generation_kwargs=None if case.natural else {"min_new_tokens": case.new_tokens},
         beta=0.0,  # no KL, so no reference model (as ablate with kl_coef=0)
         learning_rate=LR,
         lr_scheduler_type="constant",
@@ -198,11 +207,19 @@ def _trainer(case: StepCase, folder: Path, clock: StepClock, steps: int, out: st
 
 @dataclass
 class PairedSteps:
-    """Kept (post-warm-up) step times of both tools, paired by index."""
+    """Kept (post-warm-up) step times of both tools, paired by index, and TRL's mean
+    completion length in each kept step (ablate's is in its records)."""
 
     trl: list[float]
     ablate: list[StepRecord]
     order: list[str]
+    trl_lengths: list[float] = field(default_factory=list)
+
+
+def per_step_means(lengths: list[int], per_step: int) -> list[float]:
+    """Mean of each consecutive chunk of `per_step` completion lengths (one chunk a step)."""
+    chunks = [lengths[i : i + per_step] for i in range(0, len(lengths), per_step)]
+    return [sum(c) / len(c) for c in chunks]
 
 
 def run_pair(case: StepCase, folder: Path, tracker, repeats: int, warmup: int) -> PairedSteps:
@@ -218,8 +235,13 @@ def run_pair(case: StepCase, folder: Path, tracker, repeats: int, warmup: int) -
         trainer = _trainer(case, folder, clock, warmup + repeats + 1, out, lengths)
         torch.set_num_threads(threads)  # whatever the trainer's setup did, both get the same
         trainer.train()
-    check_lengths(lengths, case.new_tokens, "trl")
+    if case.natural:
+        check_max_length(lengths, case.new_tokens, "trl")
+    else:
+        check_lengths(lengths, case.new_tokens, "trl")
     trl = trl_step_seconds(clock.events)
     if len(trl) != warmup + repeats or len(clock.records) != warmup + repeats:
         raise RuntimeError(f"expected {warmup + repeats} steps each, got {len(trl)} TRL steps")
-    return PairedSteps(trl[warmup:], clock.records[warmup:], event_order(clock.events))
+    means = per_step_means(lengths, case.prompts * case.group)[warmup : warmup + repeats]
+    order = event_order(clock.events)
+    return PairedSteps(trl[warmup:], clock.records[warmup:], order, means)

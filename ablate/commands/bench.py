@@ -1,5 +1,6 @@
-"""`ablate bench`: the benchmark suite (ablate vs TRL, rollout throughput, FLOP utilisation,
-harness overhead, how cost grows), written to bench.md and bench.csv."""
+"""`ablate bench`: the benchmark suite (ablate vs TRL at forced and natural lengths, rollout
+throughput, FLOP utilisation, harness overhead, how cost grows), written to bench.md and
+bench.csv."""
 
 from __future__ import annotations
 
@@ -15,7 +16,8 @@ def register(app: typer.Typer) -> None:
 
 def bench(
     sections: str = typer.Option(
-        "all", help="comma-separated among trl,rollout,flops,overhead,scaling,study (or 'all')"
+        "all",
+        help="comma-separated among trl,natural,rollout,flops,overhead,scaling,study (or 'all')",
     ),
     no_trl: bool = typer.Option(False, "--no-trl", help="skip the TRL comparison (needs trl)"),
     sizes: str = typer.Option(
@@ -45,7 +47,7 @@ def bench(
         threads=threads,
         quick=quick,
     )
-    if "trl" in options.sections:
+    if options.trl and {"trl", "natural"} & set(options.sections):
         from ablate.bench.trl_step import require_trl
 
         require_trl()  # before any compute: one clear line when trl is missing

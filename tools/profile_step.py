@@ -1,0 +1,160 @@
+"""Where a natural-length RL step's time goes: the bench's natural case (GRPO without KL,
+8 prompts × G = 8, up to 80 new tokens ending at EOS) timed phase by phase, then the top
+operators of sampling and of the update under torch's profiler.
+
+    OMP_NUM_THREADS=1 .venv/bin/python tools/profile_step.py --model 0.53M [--steps 6]
+    OMP_NUM_THREADS=1 .venv/bin/python tools/profile_step.py --model 4.2M
+
+--model takes a benchmark size (its natural-length model: rl_ready, the warm-started 4.2M), a
+zoo name or a model folder.
+
+It uses only trainer APIs that predate ragged decoding and packed updates, so the same file run
+against an older checkout (PYTHONPATH=<checkout>) profiles the code before them. Phases are
+medians over the timed steps; the operator tables sum them. On a shared machine compare shares,
+not absolute times.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import statistics
+import time
+import warnings
+from collections import defaultdict
+from contextlib import contextmanager
+
+import torch
+
+PHASES = ("sampling", "scoring", "forward", "backward", "optimizer", "rest")
+
+
+def stepper(model: str, seed: int = 0):
+    """(setup, state, stream) of the natural case on `model` (a zoo name or folder)."""
+    from ablate.batch import PromptStream
+    from ablate.models import load_model
+    from ablate.presets import baseline
+    from ablate.rollout.hf import HFEngine
+    from ablate.trainer import TrainState, setup_trial
+    from ablate.trial import Budget, Optim, TrialSpec
+
+    spec = TrialSpec(
+        algorithm=dataclasses.replace(baseline("grpo"), kl_coef=0.0),
+        model=model,
+        budget=Budget(prompts_per_step=8, group_size=8, max_new_tokens=80),
+        optim=Optim(lr=3e-5),
+        seed=seed,
+    )
+    setup = setup_trial(spec, loaded=load_model(model), engine=HFEngine)
+    return setup, TrainState(), PromptStream(setup.task.problems("train"), seed)
+
+
+class Clock:
+    """Seconds per phase of the current step, from wrappers around the step's functions."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = defaultdict(float)
+        self.profiles: dict[str, torch.profiler.profile] = {}
+
+    @contextmanager
+    def phase(self, name: str, profile: str | None = None):
+        prof = self.profiles.get(profile) if profile else None
+        if prof is not None:
+            prof.start()
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.seconds[name] += time.perf_counter() - start
+            if prof is not None:
+                prof.stop()
+
+    def wrap(self, owner, attr: str, name: str, profile: str | None = None) -> None:
+        inner = getattr(owner, attr)
+
+        def timed(*args, **kwargs):
+            with self.phase(name, profile):
+                return inner(*args, **kwargs)
+
+        setattr(owner, attr, timed)
+
+
+def instrument(clock: Clock, setup) -> None:
+    """Time the engine's generate, the policy forward, backward and the optimizer step."""
+    import ablate.update as update
+
+    clock.wrap(setup.engine, "generate", "sampling", "sampling")
+    clock.wrap(update, "completion_forward", "forward", "update")
+    clock.wrap(torch.Tensor, "backward", "backward", "update")
+    clock.wrap(setup.optimizer, "step", "optimizer", "update")
+
+
+def run(model: str, steps: int, warmup: int, top: int) -> None:
+    """`warmup` untimed steps, `steps` timed ones, then `steps` more under the profiler (kept
+    apart: starting and stopping it costs more than a step)."""
+    from ablate.trainer import rl_step
+
+    if model in ("0.53M", "4.2M"):
+        from ablate.bench.models import natural_model_dir
+
+        model = str(natural_model_dir(model))
+    setup, state, stream = stepper(model)
+    clock = Clock()
+    instrument(clock, setup)
+    rows: dict[str, list[float]] = defaultdict(list)
+    for index in range(warmup + steps):
+        clock.seconds.clear()
+        start = time.perf_counter()
+        metrics = rl_step(setup, state, stream)
+        wall = time.perf_counter() - start
+        if index < warmup:
+            continue
+        s = clock.seconds
+        s["scoring"] = metrics["perf/gen_seconds"] - s["sampling"]
+        s["rest"] = wall - sum(s[p] for p in PHASES if p != "rest")
+        for p in PHASES:
+            rows[p].append(s[p])
+        rows["step"].append(wall)
+        rows["length"].append(metrics["length/mean"])
+    clock.profiles = {
+        "sampling": torch.profiler.profile(acc_events=True),
+        "update": torch.profiler.profile(acc_events=True),
+    }
+    for _ in range(steps):
+        rl_step(setup, state, stream)
+    report(rows, clock.profiles, top)
+
+
+def report(rows: dict[str, list[float]], profiles: dict, top: int) -> None:
+    step = statistics.median(rows["step"])
+    print(
+        f"step {step:.3f} s (median of {len(rows['step'])}), mean completion length "
+        f"{statistics.median(rows['length']):.1f} tokens"
+    )
+    for p in PHASES:
+        median = statistics.median(rows[p])
+        print(f"  {p:<10} {median:7.3f} s  {100 * median / step:5.1f}%")
+    for name, prof in profiles.items():
+        events = sorted(prof.key_averages(), key=lambda e: e.self_cpu_time_total, reverse=True)
+        total = sum(e.self_cpu_time_total for e in events)
+        print(f"\n{name}: top operators by self time ({total / 1e6:.3f} s over the steps)")
+        for e in events[:top]:
+            share = 100 * e.self_cpu_time_total / total
+            print(f"  {e.key[:48]:<48} {share:5.1f}%  {e.count:6d} calls")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", default="0.53M", help="0.53M, 4.2M, a zoo name or a folder")
+    parser.add_argument("--steps", type=int, default=6)
+    parser.add_argument("--warmup", type=int, default=2)
+    parser.add_argument("--top", type=int, default=10)
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    # the optimizer's step is wrapped (timed) after the LR scheduler saw it: expected here
+    warnings.filterwarnings("ignore", message=".*optimizer.step\\(\\)` has been overridden")
+    run(args.model, args.steps, args.warmup, args.top)
+
+
+if __name__ == "__main__":
+    main()
