@@ -10,8 +10,8 @@ export TRANSFORMERS_OFFLINE := 1
 export HF_DATASETS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: install demo test test-slow test-gpu test-latex test-browser lint format bench study passk \
-	tune report ui worker clean
+.PHONY: install demo test test-slow test-gpu gpu-check test-latex test-browser lint format bench \
+	study passk tune report ui worker clean
 
 install: $(STAMP)
 
@@ -70,6 +70,20 @@ test-slow: install
 
 test-gpu: install
 	$(BIN)/python -m pytest -m "gpu" -q
+
+# The vLLM engine on a CUDA machine, one command (python -m ablate.bench.gpu): vLLM vs HFEngine on
+# rl_ready and the 4.2M size (greedy samples, log-probs), tokens/s vs model.generate, 20 RL steps
+# with weight sync; report in reports/gpu/. The vllm extra goes into its own environment (vLLM
+# pins its own CUDA torch; .venv keeps the CPU one). Without a GPU it says so and exits 0.
+GPU_VENV := .venv-gpu
+gpu-check:
+	@if ! nvidia-smi -L >/dev/null 2>&1; then \
+		echo "gpu-check: needs a CUDA GPU, and this machine has none (nvidia-smi finds no GPU): nothing was checked"; \
+		exit 0; fi; \
+	set -e; test -x $(GPU_VENV)/bin/python || $(PY) -m venv $(GPU_VENV); \
+	$(GPU_VENV)/bin/python -m pip install --quiet --upgrade pip; \
+	$(GPU_VENV)/bin/python -m pip install --quiet -e ".[vllm]"; \
+	timeout 300 $(GPU_VENV)/bin/python -m ablate.bench.gpu --out reports/gpu
 
 # Debian packages, installed when missing (as root, or through sudo).
 SUDO    := $(shell [ "$$(id -u)" = 0 ] || echo sudo)

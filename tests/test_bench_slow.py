@@ -40,6 +40,7 @@ def test_quick_suite_writes_every_section(tmp_path, capsys):
     assert {r["section"] for r in rows} == set(SECTIONS)
     for title in (
         "1. RL step time",
+        "1b. Natural lengths",
         "2. Rollout",
         "3. Train-step FLOP",
         "4. Harness",
@@ -48,7 +49,8 @@ def test_quick_suite_writes_every_section(tmp_path, capsys):
     ):
         assert f"## {title}" in md
     targeted = [r for r in rows if r["target"]]
-    assert {r["section"] for r in targeted} == {"trl", "rollout", "overhead"}  # 4.2M not run
+    # 4.2M not run: no FLOP target
+    assert {r["section"] for r in targeted} == {"trl", "natural", "rollout", "overhead"}
     assert all(r["meets_target"] in ("true", "false") for r in targeted)
     assert all(float(r["min"]) <= float(r["median"]) <= float(r["max"]) for r in rows)
     assert "wrote" in capsys.readouterr().out
