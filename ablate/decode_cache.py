@@ -30,7 +30,7 @@ class SharedPrefixKV:
     def __init__(self, keys: Tensor, values: Tensor, prompt_bias: Tensor, n: int, steps: int):
         prompts, heads, _, dim = keys.shape
         self.n = n
-        self._all = (keys, values, prompt_bias)  # prompt_bias: [P, 1, 1, W]
+        self._all = (*_read_layout(keys, values), prompt_bias)  # prompt_bias: [P, 1, 1, W]
         self.keys, self.values, self.prompt_bias = self._all  # of the groups still decoding
         self.new_keys = keys.new_empty((prompts * n, heads, steps, dim))
         self.new_values = values.new_empty((prompts * n, heads, steps, values.shape[-1]))
@@ -54,11 +54,19 @@ class SharedPrefixKV:
         (prompt * n + sample) are `rows`: their own keys/values are copied, their prompts'
         kept, every other row and prompt dropped."""
         groups, group_of_row = torch.unique(rows // self.n, return_inverse=True)
-        self.keys, self.values, self.prompt_bias = (t[groups] for t in self._all)
+        keys, values, bias = (t[groups] for t in self._all)
+        self.keys, self.values, self.prompt_bias = (*_read_layout(keys, values), bias)
         slots = group_of_row * self.n + rows % self.n
         self.slots = None if rows.numel() == groups.numel() * self.n else slots
         self.new_keys = _copy_rows(self.new_keys, keep, self.filled)
         self.new_values = _copy_rows(self.new_values, keep, self.filled)
+
+
+def _read_layout(keys: Tensor, values: Tensor) -> tuple[Tensor, Tensor]:
+    """Prompt keys whose transpose is contiguous and contiguous values: the layouts the
+    attention's matrix products read, laid out once here instead of copied at every step (the
+    products then see the very tensors they copied before: the same numbers)."""
+    return keys.transpose(-1, -2).contiguous().transpose(-1, -2), values.contiguous()
 
 
 def _copy_rows(buffer: Tensor, keep: Tensor, filled: int) -> Tensor:
