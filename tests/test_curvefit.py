@@ -140,7 +140,20 @@ def test_a_curve_that_has_not_bent_gives_no_fit():
     """C_mid five times past the last eval: the data show the start of a rise, not its bend."""
     r = noisy((0.9, 2.0, 15_000_000.0, 0.3), 0, sigma=0.003)
     fit = fit_sigmoid(C, r, 0.3)
-    assert not fit.ok and "has not bent" in fit.reason
+    assert not fit.ok and "within the observed compute" in fit.reason
+
+
+def test_a_curve_still_rising_at_the_end_gives_no_fit_rather_than_a_at_its_bound():
+    """A measured curve (GRPO, seed 0, on rl_ready, 3M generated tokens, lr 3e-5): still rising
+    at the end, so the best A on the grid is its bound 1 — no fit, not "A = 1"."""
+    c = 1000.0 * np.array([64, 114, 202, 252, 358, 500, 633, 751, 1001, 1126, 1252, 1501])
+    c = np.concatenate([c, 1000.0 * np.array([1750, 2001, 2251, 2501, 2752, 3001])])
+    r = [0.549, 0.581, 0.577, 0.599, 0.643, 0.645, 0.618, 0.609, 0.646, 0.684, 0.672, 0.741]
+    r = np.array([*r, 0.738, 0.759, 0.737, 0.727, 0.786, 0.823])
+    fit = fit_sigmoid(c, r, 0.515)
+    assert fit.reason == (
+        "no fit: the curve has not levelled off within the observed compute (A at 1)"
+    )
 
 
 @pytest.mark.parametrize("seed", range(4))

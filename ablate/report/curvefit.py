@@ -21,7 +21,9 @@ A fit is refused, never reported, when (in this order):
 - the curve has no rise above its noise: the F-test of the sigmoid against a flat line
   (2 and n − 3 degrees of freedom) has p ≥ ALPHA;
 - the best fit lies on the edge of the C_mid or B grid: the curve has not bent within the
-  observed compute (C_mid would lie beyond it) or is a step; its A is not identified.
+  observed compute (C_mid would lie beyond it) or is a step; its A is not identified;
+- A is at its bound 1: the curve has not levelled off within the observed compute, and any
+  asymptote up to 1 fits it (the power law's failure in ScaleRL App. A.4, not an estimate).
 """
 
 from __future__ import annotations
@@ -195,4 +197,6 @@ def fit_sigmoid(c: np.ndarray, r: np.ndarray, r0: float) -> Fit:
     if fit.c_mid in (g.c_mid[0], g.c_mid[-1]) or not B_RANGE[0] * 1.01 < fit.b < B_RANGE[1] * 0.99:
         edge = "C_mid" if fit.c_mid in (g.c_mid[0], g.c_mid[-1]) else "B"
         return no_fit(f"the curve has not bent within the observed compute ({edge} at its edge)", n)
+    if fit.a >= a[-1] - 1e-9:
+        return no_fit("the curve has not levelled off within the observed compute (A at 1)", n)
     return fit

@@ -17,7 +17,7 @@ on the log, Holm over those arms).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
@@ -146,7 +146,12 @@ class ArmCurves:
         return [t for t in self.fits if t.fit.ok]
 
     def estimate(self, name: str) -> stats.Estimate:
-        return seed_interval(self.values(name), log=name != "a")
+        """A: t interval clipped to [0, 1] (A is a pass rate: clipping loses no coverage);
+        B, C_mid: the log interval."""
+        e = seed_interval(self.values(name), log=name != "a")
+        if name != "a" or not np.isfinite(e.low):
+            return e
+        return replace(e, low=max(e.low, 0.0), high=min(e.high, 1.0))
 
 
 def arm_curves(data: StudyData, spec: CurveSpec) -> list[ArmCurves]:
@@ -214,6 +219,4 @@ def contrasts(arms: list[ArmCurves], reference: str, spec: CurveSpec) -> list[Cu
 
 
 def _with(row: CurveContrast, **changes) -> CurveContrast:
-    from dataclasses import replace
-
     return replace(row, **changes)
