@@ -160,7 +160,7 @@ def test_a_curve_still_rising_at_the_end_gives_no_fit_rather_than_a_at_its_bound
 def test_the_forecast_check_passes_a_curve_that_keeps_to_its_law(seed):
     f = forecast_check(C, noisy(TRUTHS[0], seed), 0.52)
     assert not f.reason and not f.departs and f.rmse < 3 * SIGMA
-    assert (f.n_first, f.n_second) == (12, 6)  # 63k..1.5M, then 1.75M..3M
+    assert (f.n_first, f.n_second) == (12, 7)  # 63k..3M, then 3.5M..6M
 
 
 @pytest.mark.parametrize("seed", range(4))

@@ -22,7 +22,7 @@ SPEC = CurveSpec(axis="generated_tokens", warmup=50_000, target=0.6)
 QUIET = dict(a_sd=0.004, log_sd=0.03, evals=16_384)  # small seed spread and eval noise
 MODELS = {
     "grpo": CurveModel(**QUIET),
-    "higher_a": CurveModel(a=0.85, **QUIET),
+    "higher_a": CurveModel(a=0.93, **QUIET),
     "steeper": CurveModel(b=2.4, **QUIET),
 }
 
@@ -119,7 +119,7 @@ def test_the_figure_is_drawn_and_saved_as_png_and_pdf(data, tmp_path):
     fig, ax = plt.subplots()
     assert curve_tables.draw(data, ax)
     labels = [t.get_text() for t in ax.legend().get_texts()]
-    assert any(label.startswith("grpo: A=0.75") for label in labels)
+    assert any(label.startswith("grpo: A=0.85") for label in labels)
     assert "flat: no fit" in labels
     for ext in ("png", "pdf"):
         fig.savefig(tmp_path / f"compute_curves.{ext}")

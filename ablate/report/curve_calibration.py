@@ -31,17 +31,17 @@ def schedule(first: float, per_decade: int, every: float, end: float) -> np.ndar
     return np.unique(np.concatenate([log, linear, [end]]))
 
 
-#: studies/compute_curves.py's schedule: 4 per decade from 20k, every 250k, to 3M tokens
-STUDY_SCHEDULE = schedule(20_000, 4, 250_000, 3_000_000)
+#: studies/compute_curves.py's schedule: 4 per decade from 20k, every 500k, to 6M tokens
+STUDY_SCHEDULE = schedule(20_000, 4, 500_000, 6_000_000)
 
 
 @dataclass(frozen=True)
 class CurveModel:
     """Defaults: the scale of studies/compute_curves.py's GRPO curves."""
 
-    a: float = 0.75
+    a: float = 0.85
     b: float = 1.2
-    c_mid: float = 600_000.0
+    c_mid: float = 1_500_000.0
     r0: float = 0.52
     a_sd: float = 0.015  # ScaleRL: A varied by ±0.015 over 3 runs
     log_sd: float = 0.15  # seed SD of ln B and ln C_mid
@@ -101,7 +101,7 @@ SCENARIOS = {
 
 
 def main(studies: int = 400, seed_counts: tuple[int, ...] = (3, 5)) -> None:
-    print(f"{studies} studies per row; truth A 0.75, B 1.2, C_mid 600k, R0 0.52, 1024 eval samples")
+    print(f"{studies} studies per row; truth A 0.85, B 1.2, C_mid 1.5M, R0 0.52, 1024 eval samples")
     columns = ["scenario", "seeds", "A", "B", "C_mid", "MC error", "refused fits"]
     print("| " + " | ".join(columns) + " |  (coverage of the 95% intervals)")
     print("|---|---|---|---|---|---|---|")
