@@ -64,3 +64,24 @@ def test_natural_engine_is_the_trials_own_engine():
     assert type(engine) is HFEngine and engine.ragged
     sampling = SamplingParams(max_new_tokens=9, stop=tuple("0123456789abc"), seed=3)
     assert min(engine.generate(["1+2=", "30+4="], 3, sampling).lengths.tolist()) < 9
+
+
+def test_trl_samples_the_prompts_ablate_draws_step_for_step(tmp_path):
+    """Natural cases give TRL's trainer ablate's prompt stream in order (no shuffling), so the
+    two tools' steps answer the same questions and their lengths compare fairly."""
+    pytest.importorskip("trl")
+    from ablate.batch import PromptStream
+    from ablate.bench.trl_step import StepClock, _trainer, ablate_prompts
+    from ablate.models import zoo_path
+    from ablate.tasks import get_task
+    from ablate.templates import get_template
+
+    stream = PromptStream(get_task("arithmetic").problems("train"), 0)
+    assert [p.id for p in ablate_prompts(24)] == [p.id for p in stream.take(24)]
+    case = StepCase("0.53M", 2, 4, NATURAL_TOKENS, natural=True)
+    clock = StepClock(lambda: None, ablate_steps=0)
+    trainer = _trainer(case, zoo_path("rl_ready"), clock, 3, str(tmp_path), [])
+    plain = get_template("plain")
+    assert trainer.train_dataset["prompt"] == [plain.render(p.question) for p in ablate_prompts(6)]
+    assert trainer.args.shuffle_dataset is False
+    assert "min_new_tokens" not in (trainer.args.generation_kwargs or {})

@@ -161,9 +161,12 @@ def verifier_reward(task, template, problems, lengths: list[int]):
     return reward
 
 
-def arithmetic_trainer(args, folder: Path | str, lengths: list[int], problems: int, callbacks=()):
+def arithmetic_trainer(
+    args, folder: Path | str, lengths: list[int], problems: int | list, callbacks=()
+):
     """TRL's GRPOTrainer on our arithmetic task (plain template, our verifier as the reward) for
-    the model in `folder` (or a zoo name), with GRPOConfig `args`."""
+    the model in `folder` (or a zoo name), with GRPOConfig `args`; `problems`: how many of the
+    task's first training problems its dataset holds, or the problems themselves."""
     from datasets import Dataset
     from transformers.trainer_callback import PrinterCallback
     from trl import GRPOTrainer
@@ -173,7 +176,7 @@ def arithmetic_trainer(args, folder: Path | str, lengths: list[int], problems: i
     from ablate.templates import get_template
 
     task, template = get_task("arithmetic"), get_template("plain")
-    chosen = task.problems("train")[:problems]
+    chosen = task.problems("train")[:problems] if isinstance(problems, int) else list(problems)
     data = Dataset.from_dict(
         {"prompt": [template.render(p.question) for p in chosen], "index": range(len(chosen))}
     )
@@ -201,8 +204,19 @@ def _trainer(case: StepCase, folder: Path, clock: StepClock, steps: int, out: st
             clock.on_step_end()
 
     args = grpo_config(case, steps, out)
-    problems = max(1024, steps * case.prompts)
+    problems: int | list = max(1024, steps * case.prompts)
+    if case.natural:  # the prompts ablate's steps draw, step for step: lengths compare fairly
+        problems = ablate_prompts(steps * case.prompts)
+        args.shuffle_dataset = False
     return arithmetic_trainer(args, folder, lengths, problems, callbacks=[Interleave()])
+
+
+def ablate_prompts(count: int, seed: int = 0) -> list:
+    """The first `count` problems of the prompt stream an `AblateStepper` of `seed` draws."""
+    from ablate.batch import PromptStream
+    from ablate.tasks import get_task
+
+    return PromptStream(get_task("arithmetic").problems("train"), seed).window(0, count)
 
 
 @dataclass
