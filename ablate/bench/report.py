@@ -111,8 +111,9 @@ NOTES = {
 METHOD = (
     "- Models: 0.53M = the shipped zoo model `rl_ready`; 4.2M = the zoo's 4.2M size (recipe "
     "`base-4m`: hidden 256, 4 layers) at its seeded initialisation with the zoo tokenizer (no "
-    "4.2M zoo model is built by default), saved to a scratch folder. Both tools load the same "
-    "folder, so their weights are identical.",
+    "4.2M zoo model is built by default), saved to a scratch folder (section 1b: that size "
+    "warm-started on the zoo corpus). Both tools load the same folder, so their weights are "
+    "identical.",
     "- Fixed-length completions (all sections but 1b): every benchmarked rollout has exactly T "
     "tokens (checked), so random weights cost what trained ones would. At these lengths the "
     "verifier scores most completions 0 (worked answers are longer); neither tool skips "
