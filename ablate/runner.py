@@ -24,6 +24,10 @@ TrialStart = Callable[[Trial, int, int], None]
 #: How a trial skipped because another runner holds its lease is described.
 LEASED_ELSEWHERE = "being trained by another runner"
 StepHook = Callable[[int, int, dict[str, float]], None]
+#: A trial running in a worker process reached a step (0: it started there).
+TrialStep = Callable[[Trial, int, int, dict[str, float]], None]
+#: The metrics a worker relays with each step: what a progress line or bar shows.
+PROGRESS_KEYS = ("reward/mean", "eval/pass_at_1", "budget/generated_tokens", "budget/wall_seconds")
 
 
 @dataclass
@@ -47,6 +51,8 @@ class RunHooks:
     on_step: StepHook | None = None
     on_trial_end: Callable[[TrialOutcome], None] | None = None
     on_passk: Callable[[str, int, int], None] | None = None
+    #: with workers > 1, instead of on_trial_start / on_step: trials interleave
+    on_trial_step: TrialStep | None = None
 
 
 def results_paths(results_dir: str | Path, study: Study) -> dict[str, Path]:
@@ -285,13 +291,19 @@ def _close_failed(tracker, message: str) -> None:
         warnings.warn(f"could not record the failed trial in MLflow: {exc}", stacklevel=2)
 
 
-def _worker_init(threads: int) -> None:
+#: a worker process's end of the progress queue (set by `_worker_init`)
+_PROGRESS: Any = None
+
+
+def _worker_init(threads: int, progress: Any) -> None:
     import warnings
 
     import torch
 
     from ablate.errors import AblateWarning
 
+    global _PROGRESS
+    _PROGRESS = progress
     torch.set_num_threads(threads)
     # the coordinating process printed them when the study loaded; a worker would repeat
     # them once per trial, with a source location
@@ -300,24 +312,49 @@ def _worker_init(threads: int) -> None:
 
 def _run_in_worker(args: tuple) -> TrialOutcome:
     study, trial, uri, study_dir = args
-    return run_trial(study, trial, uri, study_dir, RunHooks(), 0, 1)
+
+    def on_step(step: int, total: int, metrics: dict[str, float]) -> None:
+        relayed = {k: float(metrics[k]) for k in PROGRESS_KEYS if k in metrics}
+        _PROGRESS.put((trial.id, step, total, relayed))
+
+    hooks = RunHooks(on_trial_start=lambda *_: _PROGRESS.put((trial.id, 0, 0, {})), on_step=on_step)
+    return run_trial(study, trial, uri, study_dir, hooks, 0, 1)
+
+
+def _relay_progress(queue: Any, trials: dict[str, Trial], hooks: RunHooks) -> None:
+    """The coordinating process's side: each worker step to `hooks.on_trial_step`, until None.
+    A display that fails stops the display, never the study."""
+    while (event := queue.get()) is not None:
+        trial_id, step, total, metrics = event
+        with contextlib.suppress(Exception):
+            _notify(hooks.on_trial_step, trials[trial_id], step, total, metrics)
 
 
 def _run_parallel(study, todo, uri, study_dir, workers, hooks) -> list[TrialOutcome]:
-    """N processes, each with the threads `ablate.threads` allots one of N workers."""
+    """N processes, each with the threads `ablate.threads` allots one of N workers; their
+    trials' progress comes back through a queue to `hooks.on_trial_step`."""
     import multiprocessing as mp
+    import threading
 
     from ablate.threads import choose_threads
 
     ctx = mp.get_context("spawn")
     outcomes = []
-    initargs = (choose_threads(workers),)
-    with ctx.Pool(workers, initializer=_worker_init, initargs=initargs) as pool:
-        jobs = [(study, t, uri, study_dir) for t in todo]
-        for i, out in enumerate(pool.imap_unordered(_run_in_worker, jobs)):
-            outcomes.append(out)
-            _notify(hooks.on_trial_end, out)
-            _notify(hooks.on_trial_start, None, i + 1, len(todo))
+    progress = ctx.Queue()
+    relay = threading.Thread(
+        target=_relay_progress, args=(progress, {t.id: t for t in todo}, hooks), daemon=True
+    )
+    relay.start()
+    initargs = (choose_threads(workers), progress)
+    try:
+        with ctx.Pool(workers, initializer=_worker_init, initargs=initargs) as pool:
+            jobs = [(study, t, uri, study_dir) for t in todo]
+            for out in pool.imap_unordered(_run_in_worker, jobs):
+                outcomes.append(out)
+                _notify(hooks.on_trial_end, out)
+    finally:
+        progress.put(None)
+        relay.join(timeout=10)
     return outcomes
 
 

@@ -55,6 +55,26 @@ def test_a_killed_run_logged_to_a_file_says_where_it_was(tmp_path):
     assert "━" not in text  # no progress bar drawn into a file
 
 
+def test_a_run_with_workers_logs_every_trials_steps(tmp_path):
+    """With --workers 2 the trials train in other processes; their steps still reach the log,
+    each line named by its trial (they interleave)."""
+    study = tmp_path / "logged.py"
+    study.write_text(textwrap.dedent(STUDY).replace("max_steps=40", "max_steps=6"))
+    cmd = [sys.executable, "-m", "ablate.cli", "run", str(study), "--log-every", "2"]
+    cmd += ["--results", str(tmp_path / "results"), "--workers", "2"]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    stamped = [line.split(" ", 1) for line in done.stdout.splitlines() if line[2:3] == ":"]
+    lines = [text for _, text in stamped]  # the progress lines, without their time stamps
+    for arm in ("grpo", "dr_grpo"):
+        label = f"{arm} | hopeless | plain | seed 0"
+        assert any(line.startswith(f"trial started in a worker: {label} (id ") for line in lines)
+        steps = [line.split(": step ")[1].split()[0] for line in lines if line.startswith(label)]
+        assert steps == ["2/6", "4/6", "6/6"], lines
+        assert sum(line.startswith(f"trial ended: {label}: finished") for line in lines) == 1
+
+
 def test_train_with_results_is_a_trial_run_of_an_adhoc_study(tmp_path, capsys):
     from ablate import tracking
     from ablate.cli import main
@@ -88,3 +108,42 @@ def test_train_refuses_run_dir_with_results(tmp_path, capsys):
     assert main(argv) == 2
     assert "give --run-dir or --results, not both" in capsys.readouterr().err
     assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
+
+
+def test_bars_for_trials_in_workers_come_and_go_with_their_trials():
+    """On a terminal each trial in a worker gets its own bar, removed when the trial ends; a
+    step relayed after the end (the queue and the result pipe race) brings no bar back."""
+    import io
+    from types import SimpleNamespace
+
+    from rich.console import Console
+
+    from ablate.commands.run import _study_bars
+
+    def trial(arm: str, seed: int):
+        spec = SimpleNamespace(model="m", seed=seed, budget=SimpleNamespace(max_steps=6))
+        return SimpleNamespace(id=f"{arm}{seed}", arm=arm, spec=spec)
+
+    study = SimpleNamespace(trials=lambda: [1, 2])
+    console = Console(file=io.StringIO(), force_terminal=True, width=120)
+    a, b = trial("grpo", 0), trial("dapo", 1)
+    with _study_bars(console, study) as hooks:
+        hooks.on_trial_step(a, 0, 0, {})
+        hooks.on_trial_step(b, 0, 0, {})
+        hooks.on_trial_step(a, 3, 6, {})
+
+        def bars():
+            return {t.description: t.completed for t in _progress(hooks).tasks if t.visible}
+
+        assert bars() == {"trials": 0, "grpo | m | s0": 3, "dapo | m | s1": 0}
+        hooks.on_trial_end(SimpleNamespace(trial_id=a.id))
+        hooks.on_trial_step(a, 6, 6, {})  # late
+        assert bars() == {"trials": 1, "dapo | m | s1": 0}
+
+
+def _progress(hooks):
+    """The rich Progress the display's hooks close over."""
+    from rich.progress import Progress
+
+    cells = [c.cell_contents for c in hooks.on_trial_step.__closure__ or ()]
+    return next(c for c in cells if isinstance(c, Progress))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+from typing import Any
 
 import typer
 
@@ -95,9 +96,8 @@ def _study_bars(console, study):
         steps = bar.add_task("pass@G phase", total=None)
 
         def on_trial_start(trial, index, total) -> None:
-            if trial is not None:
-                label = f"{trial.arm} | {trial.spec.model} | s{trial.spec.seed}"
-                bar.reset(steps, total=trial.spec.budget.max_steps, description=label[:44])
+            label = f"{trial.arm} | {trial.spec.model} | s{trial.spec.seed}"
+            bar.reset(steps, total=trial.spec.budget.max_steps, description=label[:44])
 
         def on_step(step, total, metrics) -> None:
             bar.update(steps, completed=step)
@@ -105,11 +105,31 @@ def _study_bars(console, study):
         def on_passk(label, done, total) -> None:
             bar.update(steps, description=f"pass@G {label}"[:44], completed=done, total=total)
 
+        running: dict[str, Any] = {}  # workers > 1: one bar per trial in a worker
+        ended: set[str] = set()
+
+        def on_trial_step(trial, step, total, metrics) -> None:
+            if trial.id in ended:  # a step relayed after its trial's end
+                return
+            if trial.id not in running:
+                bar.update(steps, visible=False)
+                label = f"{trial.arm} | {trial.spec.model} | s{trial.spec.seed}"
+                running[trial.id] = bar.add_task(label[:44], total=trial.spec.budget.max_steps)
+            if step:
+                bar.update(running[trial.id], completed=step, total=total)
+
+        def on_trial_end(out) -> None:
+            ended.add(out.trial_id)
+            if (task := running.pop(out.trial_id, None)) is not None:
+                bar.remove_task(task)
+            bar.advance(trials)
+
         yield RunHooks(
             on_trial_start=on_trial_start,
             on_step=on_step,
             on_passk=on_passk,
-            on_trial_end=lambda out: bar.advance(trials),
+            on_trial_end=on_trial_end,
+            on_trial_step=on_trial_step,
         )
 
 
@@ -120,11 +140,20 @@ def _study_lines(every: int):
     from ablate.runner import RunHooks
 
     steps = StepLines(every)
+    in_workers: dict[str, StepLines] = {}  # workers > 1: each trial's own lines
 
     def on_trial_start(trial, index, total) -> None:
-        if trial is not None:  # None: a worker process took the next trial
-            steps.start(f"trial {index + 1}/{total}")
-            say(f"trial {index + 1}/{total}: {trial_label(trial)} (id {trial.id})")
+        steps.start(f"trial {index + 1}/{total}")
+        say(f"trial {index + 1}/{total}: {trial_label(trial)} (id {trial.id})")
+
+    def on_trial_step(trial, step, total, metrics) -> None:
+        if trial.id not in in_workers:
+            in_workers[trial.id] = StepLines(every)
+            in_workers[trial.id].start(trial_label(trial))
+        if step == 0:
+            say(f"trial started in a worker: {trial_label(trial)} (id {trial.id})")
+        else:
+            in_workers[trial.id](step, total, metrics)
 
     def on_trial_end(out) -> None:
         where = f"{out.arm} | {out.model} | {out.template} | seed {out.seed}"
@@ -136,6 +165,7 @@ def _study_lines(every: int):
         on_step=steps,
         on_passk=passk_lines(),
         on_trial_end=on_trial_end,
+        on_trial_step=on_trial_step,
     )
 
 
