@@ -69,8 +69,7 @@ class Setup:
     optimizer: torch.optim.Optimizer
     scheduler: torch.optim.lr_scheduler.LRScheduler
     estimator: AdvantageEstimator
-    shape: Shape
-    """The policy's architecture, for its model FLOPs (`ablate.compute`)."""
+    shape: Shape  # the policy's architecture, for its model FLOPs (ablate.compute)
 
     @property
     def sampler(self) -> StepSampler:
