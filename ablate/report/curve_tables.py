@@ -49,6 +49,7 @@ def _row(arm: ArmCurves, spec: CurveSpec) -> dict[str, object]:
     row: dict[str, object] = {
         "arm": arm.arm,
         "fitted": f"{len(arm.fitted)}/{len(arm.fits)}",
+        "levelled off": "no: A, C_mid means only" if arm.not_levelled else "yes",
         "R0": seed_interval(np.array([t.curve.r0 for t in arm.fits])),
         "A": arm.estimate("a"),
         "SD of A": arm.estimate("a").std,
@@ -68,32 +69,39 @@ def _row(arm: ArmCurves, spec: CurveSpec) -> dict[str, object]:
 def curves_table(arms: list[ArmCurves], spec: CurveSpec) -> Table:
     caption = (
         f"Compute–performance curves on {spec.axis.replace('_', ' ')} (ScaleRL Eq. 1: R(C) = R0 "
-        "+ (A − R0) / (1 + (C_mid / C)^B), R0 = the eval before training; grid over A and C_mid, "
-        f"B by least squares; evals after a warm-up of {spec.warmup:,.0f}), per seed. A: mean "
-        "over the fitted seeds [95% t interval]; SD of A: its spread over seeds (the noise a "
-        "difference in A must exceed); B, C_mid and the compute to the target: geometric mean "
-        "[95% t interval of the mean log]. Power-law A: R = A − D·C^(−B) on the same points "
-        "(mean over seeds; at 1 = no asymptote found). Window ΔA: mean over seeds of the largest "
-        "change of A when the warm-up is halved or doubled or the last quarter of the compute "
-        "dropped. Forecast: fitted on the first half of the compute, RMSE on the second half "
-        "[95% t interval]; departs = seeds whose second half departs from the forecast beyond "
-        "noise and fit uncertainty (predictive F-test, p < 0.05). No fit: the reason, never a "
-        "number from a degenerate fit."
+        "+ (A − R0) / (1 + (C_mid / C)^B), R0 = the eval before training; grid over A and "
+        f"C_mid, B by least squares; evals after a warm-up of {spec.warmup:,.0f}), per seed. A: "
+        "mean over the fitted seeds [95% t interval]; levelled off: no when a seed's A sits at "
+        "its bound 1 or within one standard error of it, where A and C_mid are not identified "
+        "(simulated coverage 0.85-0.87 at 5 seeds) and only their means are shown; SD of A: its"
+        " spread over seeds (the noise a difference in A must exceed); B, C_mid and the compute"
+        " to the target: geometric mean [95% t interval of the mean log]. Power-law A: R = A − "
+        "D·C^(−B) on the same points (mean over seeds; at 1 = no asymptote found). Window ΔA: "
+        "mean over seeds of the largest change of A when the warm-up is halved or doubled or "
+        "the last quarter of the compute dropped. Forecast: fitted on the first half of the "
+        "compute, RMSE on the second half [95% t interval]; departs = seeds whose second half "
+        "departs from the forecast beyond noise and fit uncertainty (predictive F-test, p < "
+        "0.05). No fit: the reason, never a number from a degenerate fit."
     )
     return Table("compute_curves", caption, [_row(a, spec) for a in arms])
 
 
 def _verdict(c: CurveContrast) -> str:
-    if c.delta_a.n < stats.MIN_SEEDS:
-        return f"n={c.delta_a.n}: too few seeds with fits for a test"
+    """A first; B (with a shared A) when A does not differ, including when A cannot be tested:
+    a curve that has not levelled off has no A of its own, but a shared A still compares B."""
     if c.a_differs:
         return f"A {'higher' if c.delta_a.diff.value > 0 else 'lower'} than {c.reference}"
+    if not c.levelled:
+        first = "A not tested: the curves have not levelled off"
+    elif c.delta_a.n < stats.MIN_SEEDS:
+        first = f"A not testable: too few seeds with fits of both ({c.delta_a.n})"
+    else:
+        first = "A within the noise"
     if c.b_ratio is None or not math.isfinite(c.p_b):
-        return "A within the noise; B not comparable (shared-A fits failed)"
+        return f"{first}; B not comparable (too few shared-A fits)"
     if c.p_b < stats.ALPHA:
-        faster = c.b_ratio.value > 1
-        return f"A within the noise; B {'higher' if faster else 'lower'} (shared A)"
-    return "A within the noise; B within the noise (shared A): no difference found"
+        return f"{first}; B {'higher' if c.b_ratio.value > 1 else 'lower'} (shared A)"
+    return f"{first}; B within the noise (shared A): no difference found"
 
 
 def contrast_table(rows: list[CurveContrast]) -> Table:
@@ -101,9 +109,10 @@ def contrast_table(rows: list[CurveContrast]) -> Table:
         {
             "arm": c.arm,
             "vs": c.reference,
-            "seeds": c.delta_a.n,
+            "seeds A": c.delta_a.n,
             "ΔA": c.delta_a.diff,
             "p (Holm) A": c.p_a,
+            "seeds B": c.b_ratio.n if c.b_ratio is not None else None,
             "B ratio (shared A)": c.b_ratio,
             "p (Holm) B": c.p_b if c.b_ratio is not None else None,
             "verdict": _verdict(c),
@@ -112,10 +121,12 @@ def contrast_table(rows: list[CurveContrast]) -> Table:
     ]
     caption = (
         "The comparison rule (ScaleRL App. A.5, with seeds): ΔA = arm − reference paired by seed "
-        "[95% t interval], paired t, Holm over the arms; when A does not differ significantly "
-        "(within the measured seed noise), each seed's two curves are refitted with one shared "
-        "A and B compared: ratio arm / reference, geometric mean [95% t interval of the mean log "
-        "ratio], paired t on the log ratios, Holm over the arms compared on B."
+        "[95% t interval], paired t, Holm over the arms (seeds A: seeds where both curves have "
+        "a fit of their own); when A does not differ significantly (within the measured seed "
+        "noise, or not testable because the curves have not levelled off), each seed's two "
+        "curves are refitted with one shared A and B compared: ratio arm / reference, "
+        "geometric mean [95% t interval of the mean log ratio], paired t on the log ratios, "
+        "Holm over the arms compared on B (seeds B: seeds where both shared-A fits hold)."
     )
     return Table("compute_curve_contrasts", caption, out)
 
@@ -130,13 +141,21 @@ def sentences(arms: list[ArmCurves], rows: list[CurveContrast]) -> list[str]:
     out = []
     for arm in arms:
         if arm.fitted:
+            unlevelled = (
+                "; not levelled off: A and C_mid are not identified, means without intervals"
+                if arm.not_levelled
+                else ""
+            )
             out.append(
                 f"{arm.arm}: A = {_f(arm.estimate('a'))}, B = {_f(arm.estimate('b'))}, C_mid = "
-                f"{_f(arm.estimate('c_mid'))} ({len(arm.fitted)}/{len(arm.fits)} seeds fitted)."
+                f"{_f(arm.estimate('c_mid'))} ({len(arm.fitted)}/{len(arm.fits)} seeds fitted"
+                f"{unlevelled})."
             )
         else:
             out.append(f"{arm.arm}: no seed's curve gives a fit ({_reasons(arm)}).")
-    out += [f"{c.arm} vs {c.reference}: {_verdict(c)}, ΔA = {_f(c.delta_a.diff)}." for c in rows]
+    for c in rows:
+        delta = f", ΔA = {_f(c.delta_a.diff)}" if c.levelled else ""
+        out.append(f"{c.arm} vs {c.reference}: {_verdict(c)}{delta}.")
     return out
 
 

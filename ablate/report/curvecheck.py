@@ -15,6 +15,7 @@ from scipy import stats as sps
 from ablate.report.curvefit import (
     ALPHA,
     B_RANGE,
+    NOT_LEVELLED,
     Fit,
     GridFit,
     a_grid,
@@ -41,6 +42,21 @@ def standard_errors(c: np.ndarray, fit: Fit, sigma: float) -> np.ndarray:
     the square roots of the diagonal of σ²(JᵀJ)⁻¹ (least squares, linearised at the fit)."""
     j = jacobian(c, fit)
     return sigma * np.sqrt(np.diag(np.linalg.pinv(j.T @ j)))
+
+
+def at_ceiling(fit: Fit, c: np.ndarray) -> bool:
+    """Whether a curve leaves A unidentified against the ceiling 1: refused with A at its
+    bound, or its A within one linearised standard error of 1 (σ from the fit's residuals at
+    the points `c` it was fitted on). Chosen by simulation (`curve_calibration`): at the curves
+    studies/compute_curves.py measured it flags 97-100% of studies, whose A and C_mid
+    intervals would cover 0.85-0.87 at 5 seeds; where A is well below 1 the intervals it leaves
+    cover 0.91-0.97."""
+    if NOT_LEVELLED in fit.reason:
+        return True
+    if not fit.ok or fit.n <= 3:
+        return False
+    se_a = standard_errors(c, fit, float(np.sqrt(fit.ssr / (fit.n - 3))))[0]
+    return bool(fit.a + se_a >= 1.0)
 
 
 @dataclass(frozen=True)

@@ -82,6 +82,10 @@ class Fit:
         return sigmoid(c, self.a, self.b, self.c_mid, self.r0)
 
 
+#: The reason of a fit refused because A sits at its bound 1.
+NOT_LEVELLED = "the curve has not levelled off within the observed compute (A at 1)"
+
+
 def no_fit(reason: str, n: int = 0) -> Fit:
     return Fit(n=n, reason=f"no fit: {reason}")
 
@@ -198,5 +202,5 @@ def fit_sigmoid(c: np.ndarray, r: np.ndarray, r0: float) -> Fit:
         edge = "C_mid" if fit.c_mid in (g.c_mid[0], g.c_mid[-1]) else "B"
         return no_fit(f"the curve has not bent within the observed compute ({edge} at its edge)", n)
     if fit.a >= a[-1] - 1e-9:
-        return no_fit("the curve has not levelled off within the observed compute (A at 1)", n)
+        return no_fit(NOT_LEVELLED, n)
     return fit
