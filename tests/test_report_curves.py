@@ -199,6 +199,28 @@ def test_the_figure_is_drawn_and_saved_as_png_and_pdf(data, tmp_path):
     plt.close(fig)
 
 
+def test_the_figure_draws_no_asymptote_for_curves_that_have_not_levelled_off():
+    ceiling = CurveModel(a=0.99, b=0.9, c_mid=2_200_000.0, a_sd=0.005, log_sd=0.03)
+    runs = [
+        (arm, "rl_ready", s, trial(m, 50 + 10 * i + s))
+        for i, (arm, m) in enumerate((("grpo", MODELS["grpo"]), ("higher_a", ceiling)))
+        for s in range(3)
+    ]
+    algos = {"grpo": REF, "higher_a": REF}
+    data = dataclasses.replace(study_data(runs, algorithms=algos, reference="grpo"), curves=SPEC)
+    plt = figures._plt()
+    fig, ax = plt.subplots()
+    assert curve_tables.draw(data, ax)
+    labels = [t.get_text() for t in ax.legend().get_texts()]
+    assert any(
+        label.startswith("higher_a: A≈0.9") and "not levelled off" in label for label in labels
+    )
+    assert any(label.startswith("grpo: A=0.8") for label in labels), labels
+    flat_lines = [line for line in ax.get_lines() if len(set(line.get_ydata())) == 1]
+    assert len(flat_lines) == 1  # grpo's asymptote only
+    plt.close(fig)
+
+
 def test_without_a_curve_spec_the_report_has_no_curve_section(data):
     plain = dataclasses.replace(data, curves=None)
     assert curve_tables.curve_section(plain) == ([], [])

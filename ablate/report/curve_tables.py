@@ -9,6 +9,7 @@ import math
 import numpy as np
 
 from ablate.report import stats
+from ablate.report.curvecheck import at_ceiling
 from ablate.report.curvefit import fit_sigmoid, sigmoid
 from ablate.report.curves import (
     ArmCurves,
@@ -206,8 +207,12 @@ def _band(ax, curves, color) -> None:
 
 
 def _fitted(ax, curves, spec: CurveSpec, color, arm: str) -> None:
-    fits = [fit_sigmoid(*window(c, spec.warmup), c.r0) for c in curves]
-    fits = [f for f in fits if f.ok]
+    """The sigmoid at the seeds' parameters; for an arm that has not levelled off
+    (`curvecheck.at_ceiling`) only over the observed compute, with no asymptote drawn."""
+    windows = [window(c, spec.warmup) for c in curves]
+    all_fits = [fit_sigmoid(*w, c.r0) for w, c in zip(windows, curves, strict=True)]
+    ceiling = any(at_ceiling(f, w[0]) for f, w in zip(all_fits, windows, strict=True))
+    fits = [f for f in all_fits if f.ok]
     if not fits:
         ax.plot([], [], color=color, label=f"{arm}: no fit")
         return
@@ -217,7 +222,9 @@ def _fitted(ax, curves, spec: CurveSpec, color, arm: str) -> None:
     top = max(float(c.c.max()) for c in curves)
     low = max(min(float(c.c.min()) for c in curves), spec.warmup or 0.0)
     inside, beyond = np.geomspace(low, top, 100), np.geomspace(top, 4 * top, 40)
-    label = f"{arm}: A={a:.3f} B={b:.2f} C_mid={cm:,.0f} ({len(fits)}/{len(curves)} fitted)"
+    shown = f"A≈{a:.2f} not levelled off" if ceiling else f"A={a:.3f}"
+    label = f"{arm}: {shown} B={b:.2f} C_mid={cm:,.0f} ({len(fits)}/{len(curves)} fitted)"
     ax.plot(inside, sigmoid(inside, a, b, cm, r0), "-", color=color, lw=1.6, label=label)
-    ax.plot(beyond, sigmoid(beyond, a, b, cm, r0), ":", color=color, lw=1.2)
-    ax.axhline(a, color=color, lw=0.5, ls="--", alpha=0.6)
+    if not ceiling:  # an asymptote the data do not identify is not drawn, nor extrapolated to
+        ax.plot(beyond, sigmoid(beyond, a, b, cm, r0), ":", color=color, lw=1.2)
+        ax.axhline(a, color=color, lw=0.5, ls="--", alpha=0.6)
