@@ -154,6 +154,12 @@ def test_a_curve_still_rising_at_the_end_gives_no_fit_rather_than_a_at_its_bound
     assert fit.reason == (
         "no fit: the curve has not levelled off within the observed compute (A at 1)"
     )
+    # the bound fit's curve is kept for reading inside the observed compute: it crosses
+    # pass@1 0.7 where the data do (between the evals at 1.25M, 0.672, and 1.5M, 0.741)
+    from ablate.report.curvefit import target_inside
+
+    assert fit.a == pytest.approx(1.0) and not fit.ok
+    assert 1.1e6 < target_inside(fit, c, 0.7) < 1.6e6
 
 
 @pytest.mark.parametrize("seed", range(4))
@@ -196,3 +202,17 @@ def test_shared_a_fits_recover_each_curves_b():
     fits = shared_a_fits([(C, noisy(fast, 1), 0.52), (C, noisy(slow, 2), 0.52)])
     assert fits[0].a == fits[1].a and abs(fits[0].a - 0.66) <= 0.01
     assert fits[0].b / fits[1].b == pytest.approx(2.0, rel=0.25)
+
+
+def test_a_curve_refused_at_the_bound_is_read_for_the_target_inside_its_compute_only():
+    """A seed whose A sits at its bound has no asymptote, but its fitted curve still says when
+    it crossed a pass@1 it reached inside the observed compute; a target beyond that is not
+    extrapolated (NaN), and other refusals carry no curve at all."""
+    from ablate.report.curvefit import NOT_LEVELLED, no_fit, target_inside
+
+    c = np.geomspace(1e5, 6e6, 20)
+    bound = Fit(a=1.0, b=1.0, c_mid=2e6, r0=0.5, ssr=0.01, n=20, reason=f"no fit: {NOT_LEVELLED}")
+    # R(C) = 0.5 + 0.5 / (1 + 2e6 / C) reaches 0.7 at C = 2e6 / (0.5 / 0.2 - 1) = 1.333e6
+    assert target_inside(bound, c, 0.7) == pytest.approx(2e6 / 1.5)
+    assert np.isnan(target_inside(bound, c, 0.9))  # needs 1.6e7 > 6e6: outside
+    assert np.isnan(target_inside(no_fit("no rise above the noise", 20), c, 0.7))

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ablate.report.curvecheck import at_ceiling
-from ablate.report.curvefit import Fit, fit_sigmoid, sigmoid
+from ablate.report.curvefit import Fit, compute_to_reach, fit_sigmoid, sigmoid, target_inside
 from ablate.report.curves import (
     UNIDENTIFIED,
     ArmCurves,
@@ -58,6 +58,7 @@ class CurveModel:
     log_sd: float = 0.15  # seed SD of ln B and ln C_mid
     evals: int = 1024  # eval samples per point (128 problems × 8)
     warmup: float = 50_000.0
+    target: float = 0.7  # the study's CurveSpec.target
     points: tuple[float, ...] = tuple(STUDY_SCHEDULE)
 
 
@@ -78,26 +79,49 @@ def seed_curve(model: CurveModel, rng: np.random.Generator, arm: str, seed: int)
     return TrialCurve(f"{arm}{seed}", arm, seed, c, r, r0, np.full(len(c), np.nan))
 
 
-def fit_seed(model: CurveModel, rng: np.random.Generator) -> tuple[Fit, bool]:
-    """The sigmoid fitted to one simulated seed after the warm-up (maybe a refusal), and
-    whether it leaves A unidentified against the ceiling."""
+def fit_seed(model: CurveModel, rng: np.random.Generator) -> tuple[Fit, bool, float]:
+    """The sigmoid fitted to one simulated seed after the warm-up (maybe a refusal), whether it
+    leaves A unidentified against the ceiling, and its compute to the target (as `analyse`)."""
     c, r, r0, _ = simulate_seed(model, rng)
     keep = c > model.warmup
     fit = fit_sigmoid(c[keep], r[keep], r0)
-    return fit, at_ceiling(fit, c[keep])
+    if fit.ok:
+        to_target = compute_to_reach(model.target, fit.a, fit.b, fit.c_mid, fit.r0)
+    else:
+        to_target = target_inside(fit, c[keep], model.target)
+    return fit, at_ceiling(fit, c[keep]), to_target
+
+
+def true_to_target(model: CurveModel, draws: int = 200_000) -> float:
+    """What the report's compute-to-target interval estimates: the geometric mean over seeds
+    of each seed's true compute to the target (Monte Carlo over the seed distribution)."""
+    rng = np.random.default_rng(12345)
+    a = model.a + model.a_sd * rng.standard_normal(draws)
+    b, c_mid = np.exp(
+        np.log([[model.b], [model.c_mid]]) + model.log_sd * rng.standard_normal((2, draws))
+    )
+    gain = (a - model.r0) / (model.target - model.r0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        c = c_mid / (gain - 1.0) ** (1.0 / b)
+    return float(np.exp(np.mean(np.log(c[gain > 1]))))
 
 
 def coverage(model: CurveModel, seeds: int, studies: int, seed: int = 0) -> dict[str, float]:
-    """Coverage of the A, B and C_mid intervals the report gives over `studies` studies of
-    `seeds` seeds; the share of seeds refused a fit, of studies left with too few fits for an
-    interval, and of studies whose A and C_mid intervals are withheld (an arm not levelled off,
-    `curvecheck.at_ceiling`)."""
+    """Coverage of the A, B, C_mid and compute-to-target intervals the report gives over
+    `studies` studies of `seeds` seeds; the share of seeds refused a fit, of studies left with
+    too few fits for an interval, and of studies whose A and C_mid intervals are withheld (an
+    arm not levelled off, `curvecheck.at_ceiling`)."""
     rng = np.random.default_rng([seed, seeds])
     truth = {"a": model.a, "b": model.b, "c_mid": model.c_mid}
-    hits: dict[str, list[bool]] = {k: [] for k in truth}
+    hits: dict[str, list[bool]] = {k: [] for k in (*truth, "to_target")}
+    target = true_to_target(model)
     refused, no_interval, withheld = 0, 0, 0
     for _ in range(studies):
-        fits, ceiling = zip(*(fit_seed(model, rng) for _ in range(seeds)), strict=True)
+        fits, ceiling, to_target = zip(*(fit_seed(model, rng) for _ in range(seeds)), strict=True)
+        reached = np.array(to_target)
+        e = seed_interval(reached, log=True)
+        if np.isfinite(e.low) and not np.isinf(reached).any():  # else "not reached" is shown
+            hits["to_target"].append(bool(e.low <= target <= e.high))
         refused += sum(not f.ok for f in fits)
         unlevelled = any(ceiling)
         withheld += unlevelled
@@ -110,7 +134,7 @@ def coverage(model: CurveModel, seeds: int, studies: int, seed: int = 0) -> dict
                 hits[name].append(bool(e.low <= true <= e.high))
     out = {
         f"{k} coverage": float(np.mean(hits[n])) if hits[n] else float("nan")
-        for k, n in (("A", "a"), ("B", "b"), ("C_mid", "c_mid"))
+        for k, n in (("A", "a"), ("B", "b"), ("C_mid", "c_mid"), ("to target", "to_target"))
     }
     # of the column resting on the fewest studies (A and C_mid: those not withheld)
     shown = min((len(v) for v in hits.values() if v), default=1)
@@ -123,10 +147,11 @@ def coverage(model: CurveModel, seeds: int, studies: int, seed: int = 0) -> dict
 
 def null_marks(model: CurveModel, seeds: int, studies: int, seed: int = 0) -> dict[str, float]:
     """How often the comparison rule marks a difference between two arms drawn from the same
-    curve model: A higher or lower, or (A within the noise) B higher or lower, at α = 0.05."""
+    curve model: A higher or lower, or (A within the noise) B higher or lower, and the compute
+    to the target, at α = 0.05."""
     rng = np.random.default_rng([seed, seeds, 1])
-    spec = CurveSpec(warmup=model.warmup)
-    marked_a, marked_b = 0, 0
+    spec = CurveSpec(warmup=model.warmup, target=model.target)
+    marked_a, marked_b, marked_target = 0, 0, 0
     for _ in range(studies):
         arms = []
         for name in ("ref", "arm"):
@@ -136,10 +161,12 @@ def null_marks(model: CurveModel, seeds: int, studies: int, seed: int = 0) -> di
         (row,) = contrasts(arms, "ref", spec)
         marked_a += row.a_differs
         marked_b += row.b_ratio is not None and row.p_b < ALPHA
+        marked_target += row.p_target < ALPHA
     return {
         "A marked": marked_a / studies,
         "B marked": marked_b / studies,
         "any mark": (marked_a + marked_b) / studies,
+        "target marked": marked_target / studies,
         "MC error": float(np.sqrt(0.05 * 0.95 / studies)),
     }
 
@@ -148,7 +175,13 @@ def _fit_only(curve: TrialCurve, spec: CurveSpec) -> TrialFit:
     """A trial's fit for the comparison rule (which reads only the curve and its fit)."""
     c, r = window(curve, spec.warmup)
     fit = fit_sigmoid(c, r, curve.r0)
-    return TrialFit(curve, fit, None, np.nan, None, np.nan, at_ceiling(fit, c))
+    to_target = float("nan")
+    if spec.target is not None:
+        inside = target_inside(fit, c, spec.target)
+        to_target = (
+            compute_to_reach(spec.target, fit.a, fit.b, fit.c_mid, fit.r0) if fit.ok else inside
+        )
+    return TrialFit(curve, fit, None, np.nan, None, to_target, at_ceiling(fit, c))
 
 
 #: the rows of the README's table: the default, a study whose seeds barely differ (the fit's
@@ -169,8 +202,9 @@ def main(
     print(f"{studies} studies per row; truth A 0.85, B 1.2, C_mid 1.5M unless named; R0 0.52;")
     print("1024 eval samples per point; the study's schedule to 6M generated tokens")
     print("coverage of the 95% intervals the report shows; null marks: two arms, one truth")
-    columns = ["scenario", "seeds", "A", "B", "C_mid", "MC error", "refused fits", "withheld"]
-    columns += ["null: A marked", "null: B marked"]
+    columns = ["scenario", "seeds", "A", "B", "C_mid", "to 0.7", "MC error", "refused fits"]
+    columns += ["withheld"]
+    columns += ["null: A marked", "null: B marked", "null: to 0.7 marked"]
     print("| " + " | ".join(columns) + " |")
     print("|" + "---|" * len(columns))
     for name, model in SCENARIOS.items():
@@ -178,8 +212,10 @@ def main(
             continue
         for n in seed_counts:
             c, z = coverage(model, n, studies), null_marks(model, n, studies)
-            cells = [c["A coverage"], c["B coverage"], c["C_mid coverage"], c["MC error"]]
+            cells = [c["A coverage"], c["B coverage"], c["C_mid coverage"], c["to target coverage"]]
+            cells += [c["MC error"]]
             cells += [c["refused fits"], c["withheld"], z["A marked"], z["B marked"]]
+            cells += [z["target marked"]]
             print(f"| {name} | {n} | " + " | ".join(f"{x:.3f}" for x in cells) + " |")
 
 

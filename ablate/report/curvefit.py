@@ -28,7 +28,7 @@ A fit is refused, never reported, when (in this order):
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 from scipy import optimize
@@ -64,7 +64,9 @@ def compute_to_reach(target: float, a: float, b: float, c_mid: float, r0: float)
 
 @dataclass(frozen=True)
 class Fit:
-    """A sigmoid fit (`reason` empty) or the reason there is none."""
+    """A sigmoid fit (`reason` empty) or the reason there is none. A refusal for A at its
+    bound (`NOT_LEVELLED`) keeps the bound fit's parameters: they describe the curve inside the
+    observed compute (read there only: `target_inside`), never its asymptote."""
 
     a: float = float("nan")
     b: float = float("nan")
@@ -202,5 +204,14 @@ def fit_sigmoid(c: np.ndarray, r: np.ndarray, r0: float) -> Fit:
         edge = "C_mid" if fit.c_mid in (g.c_mid[0], g.c_mid[-1]) else "B"
         return no_fit(f"the curve has not bent within the observed compute ({edge} at its edge)", n)
     if fit.a >= a[-1] - 1e-9:
-        return no_fit(NOT_LEVELLED, n)
+        return replace(fit, reason=f"no fit: {NOT_LEVELLED}")
     return fit
+
+
+def target_inside(fit: Fit, c: np.ndarray, target: float) -> float:
+    """The compute at which a curve that has not levelled off reaches `target`, where that
+    lies inside the compute it was fitted on (NaN elsewhere, and for any other refusal)."""
+    if NOT_LEVELLED not in fit.reason:
+        return float("nan")
+    at = compute_to_reach(target, fit.a, fit.b, fit.c_mid, fit.r0)
+    return at if float(np.min(c)) <= at <= float(np.max(c)) else float("nan")

@@ -39,7 +39,7 @@ from ablate.report.curvecheck import (
     shared_a_fits,
     window_spread,
 )
-from ablate.report.curvefit import A_STEP, Fit, compute_to_reach, fit_sigmoid
+from ablate.report.curvefit import A_STEP, Fit, compute_to_reach, fit_sigmoid, target_inside
 from ablate.report.load import StudyData
 from ablate.trial import COMPUTE_AXES, CurveSpec
 
@@ -109,7 +109,7 @@ class TrialFit:
     power: PowerFit
     spread: float  # largest |A − A_main| over the other fit windows
     forecast: Forecast
-    to_target: float  # compute to reach the target pass@1 (inf: never; NaN: no fit/target)
+    to_target: float  # compute to reach the target pass@1 (inf: never; NaN: none/no target)
     at_ceiling: bool = False  # A not identified against the ceiling 1 (curvecheck.at_ceiling)
 
 
@@ -124,6 +124,8 @@ def analyse(curve: TrialCurve, spec: CurveSpec) -> TrialFit:
     target = float("nan")
     if fit.ok and spec.target is not None:
         target = compute_to_reach(spec.target, fit.a, fit.b, fit.c_mid, fit.r0)
+    elif spec.target is not None:  # not levelled off: read where the curve was observed
+        target = target_inside(fit, c, spec.target)
     spread, _ = window_spread(curve.c, curve.r, curve.r0, spec.warmup)
     checks = (fit_power_law(c, r), spread, forecast_check(c, r, curve.r0))
     return TrialFit(curve, fit, *checks, target, at_ceiling(fit, c))
@@ -196,11 +198,17 @@ class CurveContrast:
     b_ratio: stats.Estimate | None = None  # exp of the mean Δ ln B with a shared A
     p_b: float = float("nan")  # Holm-adjusted over the arms compared on B
     levelled: bool = True  # False: either arm has not levelled off, A is not tested
+    target_ratio: stats.Estimate | None = None  # compute to the target, arm / reference
+    p_target: float = float("nan")  # Holm-adjusted over the arms
 
     @property
     def a_differs(self) -> bool:
         """Significant after Holm and larger than the A grid's resolution (one step)."""
         return bool(self.p_a < stats.ALPHA and abs(self.delta_a.diff.value) > A_STEP + 1e-9)
+
+
+def _a_of(fit: Fit) -> float:
+    return fit.a if fit.ok else float("nan")
 
 
 def _by_seed(arm: ArmCurves) -> dict[int, TrialFit]:
@@ -226,7 +234,7 @@ def contrasts(arms: list[ArmCurves], reference: str, spec: CurveSpec) -> list[Cu
     rows = []
     for arm in (a for a in arms if a.arm != reference):
         seeds = sorted(set(_by_seed(arm)) & set(_by_seed(ref)))
-        mine, theirs = (np.array([_by_seed(x)[s].fit.a for s in seeds]) for x in (arm, ref))
+        mine, theirs = (np.array([_a_of(_by_seed(x)[s].fit) for s in seeds]) for x in (arm, ref))
         levelled = not (arm.not_levelled or ref.not_levelled)
         rows.append(
             CurveContrast(
@@ -243,7 +251,25 @@ def contrasts(arms: list[ArmCurves], reference: str, spec: CurveSpec) -> list[Cu
     p_b = stats.holm([float(stats.paired_t_p(ratios[i][np.isfinite(ratios[i])])) for i in within])
     for i, p in zip(within, p_b, strict=True):
         rows[i] = _with(rows[i], b_ratio=seed_interval(np.exp(ratios[i]), log=True), p_b=float(p))
-    return rows
+    return _with_target_ratios(rows, by_name, ref)
+
+
+def _with_target_ratios(rows, by_name, ref: ArmCurves) -> list[CurveContrast]:
+    """Each arm's compute to the target over the reference's, paired by seed (seeds where both
+    reached it), Holm over the arms: the accuracy-per-token contrast."""
+    logs = [_log_target_ratio(by_name[r.arm], ref) for r in rows]
+    p_t = stats.holm([float(stats.paired_t_p(x)) for x in logs])
+    return [
+        _with(r, target_ratio=seed_interval(np.exp(x), log=True), p_target=float(p))
+        for r, x, p in zip(rows, logs, p_t, strict=True)
+    ]
+
+
+def _log_target_ratio(arm: ArmCurves, ref: ArmCurves) -> np.ndarray:
+    mine, theirs = _by_seed(arm), _by_seed(ref)
+    pairs = [(mine[s].to_target, theirs[s].to_target) for s in sorted(set(mine) & set(theirs))]
+    x = np.array([np.log(a / b) for a, b in pairs if 0 < a < np.inf and 0 < b < np.inf])
+    return x[np.isfinite(x)]
 
 
 def _with(row: CurveContrast, **changes) -> CurveContrast:
