@@ -74,6 +74,7 @@ def run_study(
     from ablate import tracking
     from ablate.passk import passk_phase
     from ablate.preflight import preflight_study
+    from ablate.tracking.views import mark_plan
 
     hooks = hooks or RunHooks()
     paths = results_paths(results_dir, study)
@@ -86,6 +87,7 @@ def run_study(
     with store_errors(), _parent_closed_on_error(parent):
         tags = {"ablate.reference_arm": study.reference_arm, **tracking.environment_tags()}
         parent.set_tags(tags)
+        mark_plan(parent, {t.id for t in trials})  # the UI's view: this plan's runs only
         if study.passk is not None:
             _notify(hooks.on_phase, "passk")
             table = passk_phase(study, paths["passk"], hooks.on_passk)  # cached per cell
@@ -180,6 +182,7 @@ def trial_tags(study: Study, trial: Trial) -> dict[str, str]:
     return {
         "ablate.arm": trial.arm,
         "ablate.trial_id": trial.id,
+        "ablate.current": "true",
         "ablate.seed": str(s.seed),
         "ablate.model": s.model,
         "ablate.model_weights": s.model_weights,

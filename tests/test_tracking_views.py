@@ -79,3 +79,37 @@ def test_links_open_the_model_training_side_on_the_view(store):
     report = views[0].report_url("http://h:1")
     path = f"/runs/{study.run_id}/artifacts/report/report.html"
     assert report.endswith(f"{path}?workflowType=machine_learning")
+
+
+def test_the_view_hides_the_runs_of_trials_an_edited_study_dropped(tmp_path):
+    """A study edited between runs (a budget changed: new trial ids) leaves its old trials'
+    runs in the store; marking the current plan tags them, and the view filters on the tag.
+    Results written before the tag existed keep the unfiltered view."""
+    from mlflow.tracking import MlflowClient
+
+    from ablate.tracking.views import CURRENT, mark_plan
+
+    uri = default_tracking_uri(tmp_path)
+    init_store(uri)
+    study = MLflowStudy.open(uri, "edited")
+    for trial_id in ("old-0", "new-0", "new-1"):
+        tags = {"ablate.arm": "grpo", "ablate.seed": trial_id[-1]}
+        study.trial_tracker(trial_id, run_name=trial_id, tags=tags).close()
+    view = publish_view(uri, "edited")  # not marked yet: every run
+    tags = MlflowClient(uri).get_experiment(study.experiment_id).tags
+    assert json.loads(tags[VIEW_TAG + view.key])["searchFilter"] == "tags.`ablate.study` = 'edited'"
+
+    assert mark_plan(study, {"new-0", "new-1"}) == 1
+    runs = {r.data.tags["ablate.trial_id"]: r.data.tags[CURRENT] for r in study._trial_runs()}
+    assert runs == {"old-0": "false", "new-0": "true", "new-1": "true"}
+    view = publish_view(uri, "edited")
+    state = json.loads(
+        MlflowClient(uri).get_experiment(study.experiment_id).tags[VIEW_TAG + view.key]
+    )
+    assert (
+        state["searchFilter"] == "tags.`ablate.study` = 'edited' and tags.`ablate.current` = 'true'"
+    )
+    shown = MlflowClient(uri).search_runs([study.experiment_id], state["searchFilter"])
+    trials = [r.data.tags["ablate.trial_id"] for r in shown if "ablate.trial_id" in r.data.tags]
+    assert sorted(trials) == ["new-0", "new-1"]
+    assert study.run_id in {r.info.run_id for r in shown}  # the parent, with the report

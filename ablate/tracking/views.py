@@ -21,9 +21,23 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from ablate.tracking import EXPERIMENT_TAGS, KIND, STUDY, _all_pages, _client, _quoted, _search
+from ablate.tracking import (
+    EXPERIMENT_TAGS,
+    KIND,
+    STUDY,
+    TRIAL,
+    _all_pages,
+    _client,
+    _quoted,
+    _search,
+)
 
 VIEW_TAG = "mlflow.sharedViewState."
+#: On a trial run: whether its trial is in the study's plan as last run ("true" / "false"),
+#: so the view hides the runs of trials an edited study no longer has.
+CURRENT = "ablate.current"
+#: On the parent run: the trial runs carry CURRENT (results written before it do not).
+PLAN_MARKED = "ablate.plan_marked"
 #: Metrics shown first, when the runs logged them: the last logged value is the final eval.
 HEADLINE = (
     "eval/pass_at_1",
@@ -109,7 +123,29 @@ def _line_chart(metric: str) -> dict[str, Any]:
     }
 
 
-def view_state(study: str, runs: list[Any]) -> dict[str, Any]:
+def mark_plan(study: Any, trial_ids: set[str]) -> int:
+    """Tag every trial run of `study` (an `MLflowStudy`) with whether its trial is in the plan
+    `trial_ids`; the number tagged "false" (the runs of trials an edited study dropped)."""
+    dropped = 0
+    for run in study._trial_runs():
+        current = "true" if run.data.tags.get(TRIAL) in trial_ids else "false"
+        dropped += current == "false"
+        if run.data.tags.get(CURRENT) != current:
+            study._client.set_tag(run.info.run_id, CURRENT, current)
+    study.set_tags({PLAN_MARKED: "true", CURRENT: "true"})  # the parent stays in the view
+    return dropped
+
+
+def _study_filter(study: str, plan_marked: bool) -> str:
+    where = f"tags.`{STUDY}` = {_quoted(study)}"
+    return where + (f" and tags.`{CURRENT}` = 'true'" if plan_marked else "")
+
+
+def _runs_filter(study: str, plan_marked: bool) -> str:
+    return f"tags.`{KIND}` = 'trial' and {_study_filter(study, plan_marked)}"
+
+
+def view_state(study: str, runs: list[Any], *, plan_marked: bool = False) -> dict[str, Any]:
     """The runs page's state for `study`, whose trial runs are `runs` (MLflow Run objects)."""
     metrics = _metrics(runs)
     columns = [_column("metrics", k) for k in metrics]
@@ -122,7 +158,7 @@ def view_state(study: str, runs: list[Any]) -> dict[str, Any]:
     charts = [_line_chart(k) for k in CHARTS if k in metrics]
     section = {"uuid": SECTION, "name": "Headline (ablate)", "display": True, "deleted": False}
     return {
-        "searchFilter": f"tags.`{STUDY}` = {_quoted(study)}",
+        "searchFilter": _study_filter(study, plan_marked),
         "orderByKey": "tags.`mlflow.runName`",  # arm | model | template | seed N
         "orderByAsc": True,
         "selectedColumns": columns,
@@ -147,10 +183,11 @@ def publish_view(uri: str, study: str) -> StudyView | None:
     if not parents:
         return None
     experiment_id = parents[0].info.experiment_id
-    where = f"tags.`{KIND}` = 'trial' and tags.`{STUDY}` = {_quoted(study)}"
-    runs = _search(client, [experiment_id], where)
+    plan_marked = parents[0].data.tags.get(PLAN_MARKED) == "true"
+    runs = _search(client, [experiment_id], _runs_filter(study, plan_marked))
+    state = view_state(study, runs, plan_marked=plan_marked)
     key = view_key(study)
-    client.set_experiment_tag(experiment_id, VIEW_TAG + key, json.dumps(view_state(study, runs)))
+    client.set_experiment_tag(experiment_id, VIEW_TAG + key, json.dumps(state))
     mark_model_training(client, experiment_id)
     run_id = parents[0].info.run_id
     report = "report/report.html" in {a.path for a in client.list_artifacts(run_id, "report")}
