@@ -113,3 +113,7 @@ def test_the_view_hides_the_runs_of_trials_an_edited_study_dropped(tmp_path):
     trials = [r.data.tags["ablate.trial_id"] for r in shown if "ablate.trial_id" in r.data.tags]
     assert sorted(trials) == ["new-0", "new-1"]
     assert study.run_id in {r.info.run_id for r in shown}  # the parent, with the report
+    # the summary, the pilot's SD and the report read the current plan only
+    from ablate.tracking import load_runs
+
+    assert sorted(load_runs(uri, "edited")["trial_id"]) == ["new-0", "new-1"]

@@ -66,6 +66,7 @@ _TERMINAL = ("FINISHED", "FAILED", "KILLED")
 KIND, STUDY, TRIAL, PARENT = "ablate.kind", "ablate.study", "ablate.trial_id", "mlflow.parentRunId"
 #: Every tag ablate writes is under `ablate.`; how a trial ended and why (the report's source).
 OUTCOME, OUTCOME_MESSAGE = "ablate.outcome", "ablate.outcome_message"
+CURRENT = "ablate.current"  # on a trial run: "false" once the study's plan dropped its trial
 #: A study's experiment is model training, not GenAI (MLflow 3's UI types experiments so).
 EXPERIMENT_TAGS = {"mlflow.experimentKind": "custom_model_development"}
 

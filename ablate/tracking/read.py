@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ablate.tracking import KIND, STUDY, TRIAL, _all_pages, _client, _quoted, _search
+from ablate.tracking import CURRENT, KIND, STUDY, TRIAL, _all_pages, _client, _quoted, _search
 
 if TYPE_CHECKING:
     import pandas
@@ -14,7 +14,9 @@ if TYPE_CHECKING:
 
 def load_runs(uri: str, study_name: str) -> pandas.DataFrame:
     """One row per trial run of a study (any experiment): run_id, trial_id, status, run_name,
-    start/end time, `params.*`, `tags.*` and the last value of each metric as `metrics.*`."""
+    start/end time, `params.*`, `tags.*` and the last value of each metric as `metrics.*`.
+    Runs of trials the study's current plan dropped (an edited study: `CURRENT` "false") are
+    left out: the summary, the pilot's SD and the report count the current plan only."""
     import pandas as pd
 
     client = _client(uri)
@@ -24,6 +26,8 @@ def load_runs(uri: str, study_name: str) -> pandas.DataFrame:
     rows = []
     for run in _search(client, experiments, where) if experiments else []:
         info, data = run.info, run.data
+        if data.tags.get(CURRENT) == "false":
+            continue
         row = {"run_id": info.run_id, "trial_id": data.tags.get(TRIAL), "status": info.status}
         row.update(run_name=info.run_name, start_time=info.start_time, end_time=info.end_time)
         row.update({f"params.{k}": v for k, v in data.params.items()})

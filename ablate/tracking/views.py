@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ablate.tracking import (
+    CURRENT,
     EXPERIMENT_TAGS,
     KIND,
     STUDY,
@@ -33,9 +34,6 @@ from ablate.tracking import (
 )
 
 VIEW_TAG = "mlflow.sharedViewState."
-#: On a trial run: whether its trial is in the study's plan as last run ("true" / "false"),
-#: so the view hides the runs of trials an edited study no longer has.
-CURRENT = "ablate.current"
 #: On the parent run: the trial runs carry CURRENT (results written before it do not).
 PLAN_MARKED = "ablate.plan_marked"
 #: Metrics shown first, when the runs logged them: the last logged value is the final eval.
