@@ -175,6 +175,16 @@ def test_the_comparison_rule_rarely_marks_two_arms_of_one_truth_in_a_small_simul
     assert got["A marked"] <= 0.2 and got["B marked"] <= 0.2, got  # 0.05 + 4 binomial SDs
 
 
+def test_the_comparison_rule_detects_a_doubled_b_in_a_small_simulation():
+    """Power, against the null above: an arm whose B is 2× the reference's (the README's table:
+    0.955 at 5 seeds over 200 studies); here 20 studies of 5 seeds, without A marks."""
+    from ablate.report.curve_calibration import null_marks
+
+    steeper = dataclasses.replace(CurveModel(), b=2 * CurveModel().b)
+    got = null_marks(CurveModel(), seeds=5, studies=20, other=steeper)
+    assert got["B marked"] >= 0.6 and got["A marked"] <= 0.2, got
+
+
 def test_tables_render_in_every_format_and_the_report_places_them_after_the_headline(data):
     built = build_tables(data)
     names = [t.name for t in built.tables]

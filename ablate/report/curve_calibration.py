@@ -14,7 +14,7 @@ C_mid (B and C_mid: the geometric means the log intervals estimate) 95% of the t
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -145,17 +145,20 @@ def coverage(model: CurveModel, seeds: int, studies: int, seed: int = 0) -> dict
     return out
 
 
-def null_marks(model: CurveModel, seeds: int, studies: int, seed: int = 0) -> dict[str, float]:
+def null_marks(
+    model: CurveModel, seeds: int, studies: int, seed: int = 0, other: CurveModel | None = None
+) -> dict[str, float]:
     """How often the comparison rule marks a difference between two arms drawn from the same
     curve model: A higher or lower, or (A within the noise) B higher or lower, and the compute
-    to the target, at α = 0.05."""
+    to the target, at α = 0.05. With `other`, the second arm is drawn from it: the rates are
+    the rule's power against that difference."""
     rng = np.random.default_rng([seed, seeds, 1])
     spec = CurveSpec(warmup=model.warmup, target=model.target)
     marked_a, marked_b, marked_target = 0, 0, 0
     for _ in range(studies):
         arms = []
-        for name in ("ref", "arm"):
-            trials = [seed_curve(model, rng, name, s) for s in range(seeds)]
+        for name, truth in (("ref", model), ("arm", other or model)):
+            trials = [seed_curve(truth, rng, name, s) for s in range(seeds)]
             fits = [_fit_only(t, spec) for t in trials]
             arms.append(ArmCurves(name, fits))
         (row,) = contrasts(arms, "ref", spec)
@@ -217,6 +220,25 @@ def main(
             cells += [c["refused fits"], c["withheld"], z["A marked"], z["B marked"]]
             cells += [z["target marked"]]
             print(f"| {name} | {n} | " + " | ".join(f"{x:.3f}" for x in cells) + " |")
+
+    power_table(studies // 2, seed_counts, only)
+
+
+def power_table(studies: int, seed_counts: tuple[int, ...], only: str | None = None) -> None:
+    """How often the rule detects an arm whose B is 1.5× or 2× the reference's (A, C_mid the
+    same): on B (with a shared A), on the compute to the target, and (wrongly) on A."""
+    print(f"\npower: the second arm's B × 1.5 or × 2; {studies} studies per row")
+    print("| scenario | difference | seeds | B marked | to 0.7 marked | A marked |")
+    print("|---|---|---|---|---|---|")
+    for name, model in SCENARIOS.items():
+        if (only is not None and only not in name) or name.startswith("fit error"):
+            continue
+        for factor in (1.5, 2.0):
+            other = replace(model, b=model.b * factor)
+            for n in seed_counts:
+                z = null_marks(model, n, studies, other=other)
+                cells = f"{z['B marked']:.3f} | {z['target marked']:.3f} | {z['A marked']:.3f}"
+                print(f"| {name} | B × {factor:g} | {n} | {cells} |")
 
 
 if __name__ == "__main__":
