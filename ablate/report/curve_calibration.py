@@ -19,7 +19,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from ablate.report.curvecheck import at_ceiling
-from ablate.report.curvefit import Fit, compute_to_reach, fit_sigmoid, sigmoid, target_inside
+from ablate.report.curvefit import fit_sigmoid, fit_to_target, sigmoid
 from ablate.report.curves import (
     UNIDENTIFIED,
     ArmCurves,
@@ -79,19 +79,6 @@ def seed_curve(model: CurveModel, rng: np.random.Generator, arm: str, seed: int)
     return TrialCurve(f"{arm}{seed}", arm, seed, c, r, r0, np.full(len(c), np.nan))
 
 
-def fit_seed(model: CurveModel, rng: np.random.Generator) -> tuple[Fit, bool, float]:
-    """The sigmoid fitted to one simulated seed after the warm-up (maybe a refusal), whether it
-    leaves A unidentified against the ceiling, and its compute to the target (as `analyse`)."""
-    c, r, r0, _ = simulate_seed(model, rng)
-    keep = c > model.warmup
-    fit = fit_sigmoid(c[keep], r[keep], r0)
-    if fit.ok:
-        to_target = compute_to_reach(model.target, fit.a, fit.b, fit.c_mid, fit.r0)
-    else:
-        to_target = target_inside(fit, c[keep], model.target)
-    return fit, at_ceiling(fit, c[keep]), to_target
-
-
 def true_to_target(model: CurveModel, draws: int = 200_000) -> float:
     """What the report's compute-to-target interval estimates: the geometric mean over seeds
     of each seed's true compute to the target (Monte Carlo over the seed distribution)."""
@@ -115,15 +102,17 @@ def coverage(model: CurveModel, seeds: int, studies: int, seed: int = 0) -> dict
     truth = {"a": model.a, "b": model.b, "c_mid": model.c_mid}
     hits: dict[str, list[bool]] = {k: [] for k in (*truth, "to_target")}
     target = true_to_target(model)
+    spec = CurveSpec(warmup=model.warmup, target=model.target)
     refused, no_interval, withheld = 0, 0, 0
     for _ in range(studies):
-        fits, ceiling, to_target = zip(*(fit_seed(model, rng) for _ in range(seeds)), strict=True)
-        reached = np.array(to_target)
+        trials = [_fit_only(seed_curve(model, rng, "arm", s), spec) for s in range(seeds)]
+        fits = [t.fit for t in trials]
+        reached = np.array([t.to_target for t in trials])
         e = seed_interval(reached, log=True)
         if np.isfinite(e.low) and not np.isinf(reached).any():  # else "not reached" is shown
             hits["to_target"].append(bool(e.low <= target <= e.high))
         refused += sum(not f.ok for f in fits)
-        unlevelled = any(ceiling)
+        unlevelled = any(t.at_ceiling for t in trials)
         withheld += unlevelled
         for name, true in truth.items():
             values = np.array([getattr(f, name) if f.ok else np.nan for f in fits])
@@ -175,15 +164,11 @@ def null_marks(
 
 
 def _fit_only(curve: TrialCurve, spec: CurveSpec) -> TrialFit:
-    """A trial's fit for the comparison rule (which reads only the curve and its fit)."""
+    """A trial's fit, its compute to the target and whether it sits at the ceiling: what the
+    coverage and the comparison rule read (`curves.analyse` without its checks)."""
     c, r = window(curve, spec.warmup)
     fit = fit_sigmoid(c, r, curve.r0)
-    to_target = float("nan")
-    if spec.target is not None:
-        inside = target_inside(fit, c, spec.target)
-        to_target = (
-            compute_to_reach(spec.target, fit.a, fit.b, fit.c_mid, fit.r0) if fit.ok else inside
-        )
+    to_target = float("nan") if spec.target is None else fit_to_target(fit, c, spec.target)
     return TrialFit(curve, fit, None, np.nan, None, to_target, at_ceiling(fit, c))
 
 

@@ -215,3 +215,11 @@ def target_inside(fit: Fit, c: np.ndarray, target: float) -> float:
         return float("nan")
     at = compute_to_reach(target, fit.a, fit.b, fit.c_mid, fit.r0)
     return at if float(np.min(c)) <= at <= float(np.max(c)) else float("nan")
+
+
+def fit_to_target(fit: Fit, c: np.ndarray, target: float) -> float:
+    """The compute at which a curve fitted on the points `c` reaches `target`: from a fit (inf
+    when its A stays below the target), from a refusal at A's bound inside `c` only, else NaN."""
+    if fit.ok:
+        return compute_to_reach(target, fit.a, fit.b, fit.c_mid, fit.r0)
+    return target_inside(fit, c, target)

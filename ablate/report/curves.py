@@ -39,7 +39,7 @@ from ablate.report.curvecheck import (
     shared_a_fits,
     window_spread,
 )
-from ablate.report.curvefit import A_STEP, Fit, compute_to_reach, fit_sigmoid, target_inside
+from ablate.report.curvefit import A_STEP, Fit, fit_sigmoid, fit_to_target
 from ablate.report.load import StudyData
 from ablate.trial import COMPUTE_AXES, CurveSpec
 
@@ -121,11 +121,7 @@ def window(curve: TrialCurve, warmup: float) -> tuple[np.ndarray, np.ndarray]:
 def analyse(curve: TrialCurve, spec: CurveSpec) -> TrialFit:
     c, r = window(curve, spec.warmup)
     fit = fit_sigmoid(c, r, curve.r0)
-    target = float("nan")
-    if fit.ok and spec.target is not None:
-        target = compute_to_reach(spec.target, fit.a, fit.b, fit.c_mid, fit.r0)
-    elif spec.target is not None:  # not levelled off: read where the curve was observed
-        target = target_inside(fit, c, spec.target)
+    target = float("nan") if spec.target is None else fit_to_target(fit, c, spec.target)
     spread, _ = window_spread(curve.c, curve.r, curve.r0, spec.warmup)
     checks = (fit_power_law(c, r), spread, forecast_check(c, r, curve.r0))
     return TrialFit(curve, fit, *checks, target, at_ceiling(fit, c))
