@@ -1,8 +1,10 @@
 """One RL step's data: draw prompts → rollouts → verify → (random rewards) → dynamic sampling or
 zero-variance filtering → rewards; then No-Positive-Resampling's per-prompt record.
 
-Every generated sample and token is charged to the budget counters, including the batches
-dynamic sampling throws away and the groups zero-variance filtering drops.
+The group filter (`informative_groups`: which groups have unequal rewards) lives here with the
+two sampling loops that apply it. Every generated sample and token is charged to the budget
+counters, including the batches dynamic sampling throws away and the groups zero-variance
+filtering drops.
 
 Common random numbers survive dynamic sampling: step s's first attempt always draws the main
 stream's prompts [(s-1)·P, s·P) with a sampling seed keyed on (seed, step, attempt), and refills
@@ -15,20 +17,20 @@ still trains on depends on its own history, so its main stream skips the retired
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
-import numpy as np
 import torch
 from torch import Tensor
 
 from ablate.algorithms import Algorithm
 from ablate.errors import TrialError
-from ablate.rollout.base import RolloutEngine, Rollouts, SamplingParams
+from ablate.records import Counters, ScoredBatch
+from ablate.rollout.base import RolloutEngine
+from ablate.rollout.sample import sample_and_verify, sampling_for
 from ablate.seeding import derive_seed, generator, rng
-from ablate.shaping import expand_groups, informative_groups
-from ablate.tasks.base import Problem, Task, Verdict
+from ablate.spec import Budget
+from ablate.tasks.base import Problem, Task
 from ablate.templates import Template
-from ablate.trial import Budget
 
 
 class PromptStream:
@@ -108,99 +110,6 @@ class PromptStream:
         for pid, (correct, sampled) in self.history.items():
             if sampled and correct / sampled >= retire_at:
                 self.retired.add(pid)
-
-
-@dataclass
-class Counters:
-    """Cumulative budget counters of a trial (all logged under budget/)."""
-
-    generated_samples: int = 0
-    generated_tokens: int = 0
-    trained_tokens: int = 0
-    gen_batches: int = 0
-    extra_gen_batches: int = 0
-    verifier_errors: int = 0
-
-    def as_metrics(self) -> dict[str, float]:
-        return {f"budget/{k}": float(v) for k, v in self.__dict__.items()}
-
-
-@dataclass
-class ScoredBatch:
-    """Rollouts with their verdicts; `scores` [B] are the verifier's rewards."""
-
-    rollouts: Rollouts
-    verdicts: list[Verdict]
-    scores: Tensor
-    correct: Tensor
-    gen_batches: int = 1
-    generated: ScoredBatch | None = None
-    """Every sample generated for this batch (all attempts, before dynamic sampling's or
-    zero-variance filtering's filter); None when that is the batch itself."""
-    metrics: dict[str, float] = field(default_factory=dict)
-    """The data-side factors' step metrics (`data/…`, `reward/random_reward_mean`, …)."""
-
-    @property
-    def all_samples(self) -> ScoredBatch:
-        return self if self.generated is None else self.generated
-
-    def select(self, keep: Tensor) -> ScoredBatch:
-        idx = keep.nonzero().flatten()
-        return ScoredBatch(
-            rollouts=self.rollouts.select(idx),
-            verdicts=[self.verdicts[i] for i in idx.tolist()],
-            scores=self.scores[idx],
-            correct=self.correct[idx],
-        )
-
-
-def sampling_for(budget: Budget, template: Template, seed: int) -> SamplingParams:
-    return SamplingParams(
-        max_new_tokens=budget.max_new_tokens,
-        temperature=budget.temperature,
-        top_p=budget.top_p,
-        top_k=budget.top_k,
-        stop=tuple(template.stop),
-        seed=seed,
-    )
-
-
-def sample_and_verify(
-    engine: RolloutEngine,
-    problems: Sequence[Problem],
-    template: Template,
-    task: Task,
-    sampling: SamplingParams,
-    *,
-    n: int,
-) -> ScoredBatch:
-    """`n` completions per problem (groups contiguous), each verified: the one place that calls
-    the engine's `generate` and the task's `verify` (training, held-out eval, the Pass@G sweep
-    and zoo measurement all sample through here). One `generate` call, with `sampling` as given."""
-    rollouts = engine.generate(
-        [template.render(p.question) for p in problems],
-        n,
-        sampling,
-        problem_ids=[p.id for p in problems],
-    )
-    verdicts = [task.verify(problems[b // n], t, template) for b, t in enumerate(rollouts.texts)]
-    scores = torch.tensor([v.reward for v in verdicts], dtype=torch.float32)
-    correct = torch.tensor([bool(v.correct) for v in verdicts], dtype=torch.bool)
-    return ScoredBatch(rollouts=rollouts, verdicts=verdicts, scores=scores, correct=correct)
-
-
-def correct_matrix(batch: ScoredBatch, n: int) -> np.ndarray:
-    """The [problems, n] bool correctness of a `sample_and_verify(..., n=n)` batch."""
-    return batch.correct.numpy().reshape(-1, n)
-
-
-def concat_scored(parts: Sequence[ScoredBatch]) -> ScoredBatch:
-    return ScoredBatch(
-        rollouts=Rollouts.concat([p.rollouts for p in parts]),
-        verdicts=[v for p in parts for v in p.verdicts],
-        scores=torch.cat([p.scores for p in parts]),
-        correct=torch.cat([p.correct for p in parts]),
-    )
 
 
 @dataclass(frozen=True)
@@ -299,8 +208,7 @@ def random_rewards(
 def _dynamic_sampling(
     sampler: StepSampler, stream: PromptStream, main: list[Problem], step: int, counters: Counters
 ) -> ScoredBatch:
-    """Keep generating until P groups have unequal rewards (DAPO §3.2: 0 < #correct < G); the
-    filter is `shaping.informative_groups`, the refill is sampling, so the loop lives here."""
+    """Keep generating until P groups have unequal rewards (DAPO §3.2: 0 < #correct < G)."""
     algo, p, g = sampler.algo, sampler.budget.prompts_per_step, sampler.budget.group_size
     generated: list[ScoredBatch] = []
     kept: list[ScoredBatch] = []
@@ -313,10 +221,10 @@ def _dynamic_sampling(
         kept.append(scored.select(expand_groups(keep, g)))
         n_kept += int(keep.sum())
         if n_kept >= p:
-            batch = concat_scored(kept)
+            batch = ScoredBatch.concat(kept)
             batch = batch.select(torch.arange(batch.scores.numel()) < p * g)
             batch.gen_batches = attempt
-            batch.generated = concat_scored(generated)
+            batch.generated = ScoredBatch.concat(generated)
             return batch
     raise TrialError(
         f"dynamic sampling found {n_kept} of {p} groups with unequal rewards after "
@@ -336,6 +244,20 @@ def _drop_flat_groups(scored: ScoredBatch, g: int) -> tuple[ScoredBatch, dict[st
     n_kept = int(keep.sum())
     share = n_kept / keep.numel() if keep.numel() else 0.0
     return batch, {"data/kept_groups": float(n_kept), "data/kept_group_frac": share}
+
+
+def informative_groups(rewards: Tensor, group_size: int) -> Tensor:
+    """DAPO dynamic sampling: bool [n_groups], True where the group's rewards are not all equal
+    (all-correct and all-wrong groups have zero advantage and carry no gradient)."""
+    if rewards.ndim != 1 or group_size < 1 or rewards.numel() % group_size:
+        raise ValueError(f"{tuple(rewards.shape)} rewards do not split into groups of {group_size}")
+    grouped = rewards.reshape(-1, group_size)
+    return (grouped != grouped[:, :1]).any(dim=1)
+
+
+def expand_groups(keep_groups: Tensor, group_size: int) -> Tensor:
+    """Group-level bool [n] → sample-level bool [n·G]."""
+    return keep_groups.repeat_interleave(group_size)
 
 
 def _charge(counters: Counters, scored: ScoredBatch, *, extra: bool) -> None:

@@ -8,7 +8,7 @@ One definition, used for every forward the trainer runs:
   score and value products; causal: the token at position t attends t + 1 positions);
 - a backward costs 2 × its forward; embedding look-ups, norms, activations and the softmax are
   left out (element-wise work, no matmul);
-- the tokens a forward processes are those `update.forward_tokens` counts: each distinct prompt
+- the tokens a forward processes are those `forward.forward_tokens` counts: each distinct prompt
   once (a group's G completions share it: the KV-cached sampler prefills one prompt per group,
   and the fused Llama path runs one prompt pass), then every completion token of every row.
 
@@ -16,7 +16,7 @@ One definition, used for every forward the trainer runs:
 sampling's discarded batches included), the frozen pass (the policy's old log-probs when the
 engine's are not reusable or a critic head needs its values, and the reference model), and
 `ppo_epochs` forward + backward passes of the policy (with the critic's value head) over the
-trained batch.
+trained batch. `step_compute` reads which of those ran from the stages' own records.
 """
 
 from __future__ import annotations
@@ -26,18 +26,20 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from ablate.rollout.base import Rollouts
+from ablate.records import FrozenPass, Rollouts, ScoredBatch, UpdateResult
 
 
 @dataclass(frozen=True)
 class Shape:
     """What a forward's cost depends on: weights of the body's linear layers, of the LM head,
-    the number of layers and the attention width (heads × head dimension)."""
+    the number of layers and the attention width (heads × head dimension); and the weights of an
+    estimator head read from the policy's hidden states (PPO's value head; 0 without one)."""
 
     body_weights: int
     head_weights: int
     layers: int
     attention_width: int
+    critic_weights: int = 0
 
 
 def linear_weights(module: nn.Module, skip: tuple[nn.Module, ...] = ()) -> int:
@@ -56,15 +58,22 @@ def matrix_weights(module: nn.Module | None) -> int:
     return sum(p.numel() for p in module.parameters() if p.ndim > 1)
 
 
-def model_shape(model: nn.Module) -> Shape:
-    """A causal LM's `Shape`, read from its modules and its config (Llama-style names)."""
+def model_shape(model: nn.Module, critic: nn.Module | None = None) -> Shape:
+    """A causal LM's `Shape`, read from its modules and its config (Llama-style names), with the
+    estimator head `critic` it trains beside it (if any)."""
     cfg = model.config
     head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
     head_weights = linear_weights(head) if head is not None else 0
     skip = (head,) if head is not None else ()
     heads = cfg.num_attention_heads
     head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // heads
-    return Shape(linear_weights(model, skip), head_weights, cfg.num_hidden_layers, heads * head_dim)
+    return Shape(
+        linear_weights(model, skip),
+        head_weights,
+        cfg.num_hidden_layers,
+        heads * head_dim,
+        matrix_weights(critic),
+    )
 
 
 @dataclass(frozen=True)
@@ -139,3 +148,18 @@ def step_flops(
     critic = 2.0 * passes.critic_weights * work.head_tokens
     frozen = (policy + critic) * passes.policy_frozen + policy * passes.reference
     return sample, frozen + 3.0 * (policy + critic) * passes.epochs
+
+
+def step_compute(
+    shape: Shape, batch: ScoredBatch, frozen: FrozenPass | None, update: UpdateResult | None
+) -> tuple[float, float]:
+    """(sampling FLOPs, training FLOPs) of one RL step, from its stages' records: every sample
+    the step generated, the no-grad passes `frozen` says ran and the passes `update` trained
+    (None: the step trained nothing)."""
+    passes = StepPasses(
+        policy_frozen=frozen is not None and frozen.policy_pass,
+        reference=frozen is not None and frozen.reference_pass,
+        epochs=update.epochs if update is not None else 0,
+        critic_weights=shape.critic_weights,
+    )
+    return step_flops(shape, batch.all_samples.rollouts, batch.rollouts, passes)

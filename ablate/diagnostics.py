@@ -8,13 +8,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 import torch
 from torch import Tensor
 
-if TYPE_CHECKING:
-    from ablate.batch import ScoredBatch
+from ablate.records import ScoredBatch
 
 
 def reward_metrics(rewards: Tensor, correct: Tensor, group_size: int) -> dict[str, float]:

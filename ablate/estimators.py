@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from torch import Tensor, nn
@@ -31,27 +30,8 @@ from ablate.critic import (
     value_loss,
 )
 from ablate.objective import group_advantages, masked_mean
+from ablate.records import Estimate, HeadReadout, ShapedBatch, ValueTargets
 from ablate.registry import Registry
-from ablate.shaping import ShapedBatch
-
-
-@dataclass
-class HeadReadout:
-    """The estimator head's outputs [B, T] under the sampling policy (a no-grad pass), and the
-    seconds of that pass when it ran only for the head (0 when it also gave the old log-probs)."""
-
-    outputs: Tensor
-    seconds: float = 0.0
-
-
-@dataclass
-class Estimate:
-    """Advantages [B] (one per sample) or [B, T] (one per token), the estimator's metrics, and
-    the per-row tensors its extra loss reads (indexed with each minibatch's rows)."""
-
-    advantages: Tensor
-    metrics: dict[str, float] = field(default_factory=dict)
-    targets: dict[str, Tensor] = field(default_factory=dict)
 
 
 class AdvantageEstimator(Protocol):
@@ -66,10 +46,11 @@ class AdvantageEstimator(Protocol):
     def estimate(self, batch: ShapedBatch, readout: HeadReadout | None) -> Estimate: ...
 
     def extra_loss(
-        self, outputs: Tensor | None, targets: dict[str, Tensor], loss_mask: Tensor
+        self, outputs: Tensor | None, targets: ValueTargets | None, loss_mask: Tensor
     ) -> tuple[Tensor | None, dict[str, float]]:
         """The term added to one minibatch's policy loss (None: nothing) and its statistics;
-        `outputs`: the head's outputs [b, T] with gradient, `targets`: the minibatch's rows."""
+        `outputs`: the head's outputs [b, T] with gradient, `targets`: the `Estimate`'s targets
+        of the minibatch's rows."""
         ...
 
     def trained_modules(self) -> dict[str, nn.Module]:
@@ -155,21 +136,20 @@ class GAEEstimator:
         }
         self._seconds += readout.seconds + time.perf_counter() - t0
         # the rows' prompts travel with the targets: a prompt_mean value loss groups by them
-        group_ids = batch.rollouts.group_ids
-        targets = {"old_values": old_values, "returns": returns, "group_ids": group_ids}
+        targets = ValueTargets(old_values, returns, batch.rollouts.group_ids)
         return Estimate(advantages, metrics, targets)
 
     def extra_loss(self, outputs, targets, loss_mask) -> tuple[Tensor | None, dict[str, float]]:
         t0 = time.perf_counter()
         loss, stats = value_loss(
             outputs,
-            targets["old_values"],
-            targets["returns"],
+            targets.old_values,
+            targets.returns,
             loss_mask,
             clip=self.algo.vf_clip,
             loss_agg=self.algo.loss_agg,
             norm_constant=self.algo.loss_norm_constant,
-            group_ids=targets["group_ids"],
+            group_ids=targets.group_ids,
         )
         self._seconds += time.perf_counter() - t0
         return self.algo.vf_coef * loss, stats

@@ -14,13 +14,15 @@ from typing import Any
 
 import numpy as np
 
-from ablate.batch import ScoredBatch, correct_matrix, sample_and_verify
 from ablate.diagnostics import length_metrics
-from ablate.rollout.base import RolloutEngine, SamplingParams
+from ablate.passk import mean_pass_at_k
+from ablate.records import SamplingParams, ScoredBatch
+from ablate.rollout.base import RolloutEngine
+from ablate.rollout.sample import correct_matrix, sample_and_verify
 from ablate.seeding import derive_seed
+from ablate.spec import EvalSpec
 from ablate.tasks.base import Task
 from ablate.templates import Template
-from ablate.trial import EvalSpec
 
 
 def evaluate(
@@ -33,8 +35,6 @@ def evaluate(
     seed: int,
 ) -> tuple[dict[str, float], list[dict[str, Any]]]:
     """Metrics (eval/…) and one record per sample (for per-problem paired tests later)."""
-    from ablate.passk import mean_pass_at_k
-
     problems = task.problems("eval")[: spec.max_problems]
     n = spec.n_samples
     sampling = SamplingParams(

@@ -72,7 +72,7 @@ def run_study(
     Any number of runners (and workers) may share the results folder: each trial is trained
     by one of them (`ablate.lease`), the others skip it."""
     from ablate import tracking
-    from ablate.passk import passk_phase
+    from ablate.passk_phase import passk_phase
     from ablate.preflight import preflight_study
     from ablate.tracking.views import mark_plan
 

@@ -1,52 +1,24 @@
 """The step's data-side factors, from a verified batch to what the estimator and the update read:
-dynamic sampling's group filter (the refill loop that calls it samples, so it lives with sampling
-in `batch.collect_batch`), the soft overlong punishment, the KL penalty in the reward and the
-truncation mask. `shape` applies them in that order; every factor is a pure tensor function.
-
-Core: imports torch, the standard library and the other core modules only.
+the soft overlong punishment, the KL penalty in the reward, the truncation mask and the
+rollout-correction weights. `shape` applies them in that order; every factor is a pure tensor
+function. (Dynamic sampling's group filter samples again to refill, so it lives with sampling in
+`batch`.)
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 import torch
 from torch import Tensor
 
 from ablate.algorithms import Algorithm
 from ablate.objective import KL_ESTIMATORS, masked_mean, masked_sum
+from ablate.records import ScoredBatch, ShapedBatch
 from ablate.registry import Registry
 
 #: exp() of a log-ratio beyond ±20 overflows float32 products; the cap binds long before.
 LOG_LIMIT = 20.0
-
-if TYPE_CHECKING:  # data types only: shaping never samples
-    from ablate.batch import ScoredBatch
-    from ablate.rollout.base import Rollouts
-
-
-@dataclass
-class ShapedBatch:
-    """One step's training batch: shapes [B] per sample, [B, T] per completion token."""
-
-    rollouts: Rollouts
-    outcome: Tensor
-    """[B] verifier reward plus the overlong penalty: the reward of the whole completion."""
-    kl_penalty: Tensor | None
-    """[B, T] kl_coef · KL(π_old ‖ π_ref) per token when the KL is in the reward, else None."""
-    rewards: Tensor
-    """[B] outcome minus the summed KL penalty: what group-relative advantages are taken of."""
-    loss_mask: Tensor
-    """[B, T] the completion mask, less truncated completions under overlong filtering."""
-    old_logp: Tensor
-    """[B, T] log-probs of the sampling policy (0 on padding)."""
-    ref_logp: Tensor | None
-    """[B, T] reference log-probs for a KL term in the loss; None when the KL is not there."""
-    is_weights: Tensor | None = None
-    """[B, T] rollout-correction weights on the policy loss; None when off."""
-    metrics: dict[str, float] = field(default_factory=dict)
 
 
 def shape(
@@ -92,20 +64,6 @@ def shape(
         is_weights=is_weights,
         metrics=metrics,
     )
-
-
-def informative_groups(rewards: Tensor, group_size: int) -> Tensor:
-    """DAPO dynamic sampling: bool [n_groups], True where the group's rewards are not all equal
-    (all-correct and all-wrong groups have zero advantage and carry no gradient)."""
-    if rewards.ndim != 1 or group_size < 1 or rewards.numel() % group_size:
-        raise ValueError(f"{tuple(rewards.shape)} rewards do not split into groups of {group_size}")
-    grouped = rewards.reshape(-1, group_size)
-    return (grouped != grouped[:, :1]).any(dim=1)
-
-
-def expand_groups(keep_groups: Tensor, group_size: int) -> Tensor:
-    """Group-level bool [n] → sample-level bool [n·G]."""
-    return keep_groups.repeat_interleave(group_size)
 
 
 def mask_truncated(mask: Tensor, truncated: Tensor) -> Tensor:

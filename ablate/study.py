@@ -20,7 +20,7 @@ from typing import Any
 
 from ablate.algorithms import Algorithm
 from ablate.errors import AblateError, StudyError, StudyWarning
-from ablate.trial import Budget, CurveSpec, Engine, EvalSpec, Optim, TrialSpec
+from ablate.spec import Budget, CurveSpec, Engine, EvalSpec, Optim, TrialSpec
 
 __all__ = [
     "Arm",

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ablate.errors import AblateError
-from ablate.trial import setting_problems
+from ablate.spec import setting_problems
 
 if TYPE_CHECKING:
     from ablate.study import Study
@@ -204,7 +204,7 @@ def _passk_problems(study: Study) -> list[str]:
 
 def _search_problems(study: Study) -> list[str]:
     from ablate.algorithms import Algorithm
-    from ablate.trial import Optim
+    from ablate.spec import Optim
 
     valid = {
         "algorithm": {f.name for f in dataclasses.fields(Algorithm)},

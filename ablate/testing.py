@@ -11,7 +11,8 @@ from typing import Any
 
 import torch
 
-from ablate.rollout.base import Rollouts, SamplingParams, checked_request
+from ablate.records import Rollouts, SamplingParams
+from ablate.rollout.base import checked_request
 from ablate.tasks.base import Problem, Verdict
 
 #: Characters of the test tokenizer: digits, arithmetic, a little punctuation, lowercase letters.

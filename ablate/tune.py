@@ -19,9 +19,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ablate.errors import StudyError, TrialError
+from ablate.spec import TrialSpec
 from ablate.study import SearchSpace, Study, Trial
 from ablate.trainer import train  # a module attribute, so tests can stub the trainer
-from ablate.trial import TrialSpec
 
 if TYPE_CHECKING:
     import optuna

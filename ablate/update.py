@@ -1,147 +1,25 @@
-"""The forward passes and the optimizer loop of one RL step: log-probs (and an estimator head's
-outputs) under the policy before the updates, then `ppo_epochs` × `minibatches` optimizer
-updates of the policy loss plus the estimator's extra loss. No branch on the estimator: it is
-reached only through the `AdvantageEstimator` protocol."""
+"""The optimizer loop of one RL step: `ppo_epochs` × `minibatches` updates of the policy loss
+plus the estimator's extra loss, then a check that no weight went non-finite. No branch on the
+estimator: it is reached only through the `AdvantageEstimator` protocol. The result says what
+was trained (`records.UpdateResult`), so the step's accounting reads it instead of re-deriving it.
+"""
 
 from __future__ import annotations
 
 import math
-import time
 from dataclasses import dataclass
 
 import torch
 from torch import Tensor
 
-from ablate import fast_llama
 from ablate.algorithms import Algorithm
 from ablate.errors import DivergedError
-from ablate.estimators import AdvantageEstimator, Estimate, HeadReadout
+from ablate.estimators import AdvantageEstimator
+from ablate.forward import completion_forward, forward_tokens, model_device, model_inputs
 from ablate.objective import policy_loss
-from ablate.rollout.base import Rollouts
+from ablate.records import Estimate, ShapedBatch, UpdateResult
 from ablate.seeding import generator
-from ablate.shaping import ShapedBatch
-from ablate.trial import Optim
-
-
-def completion_logprobs(
-    model: torch.nn.Module, ids: Tensor, attn: Tensor, prompt_len: int, temperature: float
-) -> tuple[Tensor, Tensor]:
-    """Per-token log-probs [B, T] of the completion tokens under log_softmax(logits / temperature)
-    and the entropy [B, T] of that distribution. `ids`/`attn`: prompt (left padded) + completion
-    (right padded); positions count only attended tokens, as in the sampler."""
-    logp, entropy, _ = completion_forward(model, ids, attn, prompt_len, temperature)
-    return logp, entropy
-
-
-def completion_forward(
-    model: torch.nn.Module,
-    ids: Tensor,
-    attn: Tensor,
-    prompt_len: int,
-    temperature: float,
-    head: torch.nn.Module | None = None,
-) -> tuple[Tensor, Tensor, Tensor | None]:
-    """`completion_logprobs` plus, with a head (e.g. a value head), its outputs [B, T] read from
-    the same forward at the positions that predict each completion token."""
-    hidden, logits = completion_outputs(model, ids, attn, prompt_len, head is not None)
-    logps = torch.log_softmax(logits.float() / temperature, dim=-1)  # [B, T, V]
-    targets = ids[:, prompt_len:]
-    logp = logps.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
-    entropy = -(logps.exp() * logps).sum(-1)
-    outputs = None if head is None else head(hidden)
-    return logp, entropy, outputs
-
-
-def completion_outputs(
-    model: torch.nn.Module, ids: Tensor, attn: Tensor, prompt_len: int, want_hidden: bool
-) -> tuple[Tensor | None, Tensor]:
-    """(final hidden states or None, logits), both [B, T, ...], at the positions that predict
-    the completion tokens. Llama models run each distinct prompt once (`fast_llama`)."""
-    if fast_llama.supports(model):
-        hidden = fast_llama.completion_hidden(model, ids, attn, prompt_len)
-        return hidden, fast_llama.logits_from_hidden(model, hidden)
-    positions = (attn.cumsum(-1) - 1).clamp(min=0)
-    out = model(
-        input_ids=ids,
-        attention_mask=attn,
-        position_ids=positions,
-        output_hidden_states=want_hidden,
-    )
-    hidden = out.hidden_states[-1][:, prompt_len - 1 : -1] if want_hidden else None
-    return hidden, out.logits[:, prompt_len - 1 : -1]
-
-
-def forward_tokens(model: torch.nn.Module, rollouts: Rollouts) -> int:
-    """Non-padding tokens one training forward of `rollouts` processes: each distinct prompt
-    once on the fused Llama path (its G rows share it), every row's prompt otherwise."""
-    prompt_ids, prompt_mask = rollouts.prompt_ids, rollouts.prompt_mask
-    if fast_llama.supports(model):
-        _, prompt_mask, _ = fast_llama.distinct_prompts(prompt_ids, prompt_mask)
-    return int(prompt_mask.sum() + rollouts.completion_mask.sum())
-
-
-def model_inputs(rollouts: Rollouts, device: torch.device | str = "cpu") -> tuple[Tensor, Tensor]:
-    ids = torch.cat([rollouts.prompt_ids, rollouts.completion_ids], dim=1)
-    attn = torch.cat([rollouts.prompt_mask.long(), rollouts.completion_mask.long()], dim=1)
-    return ids.to(device), attn.to(device)
-
-
-def _device(model: torch.nn.Module) -> torch.device:
-    return next(model.parameters()).device
-
-
-@torch.no_grad()
-def frozen_logprobs(model: torch.nn.Module, rollouts: Rollouts, temperature: float) -> Tensor:
-    """Log-probs [B, T] of a model that is not being updated (old policy, reference)."""
-    ids, attn = model_inputs(rollouts, _device(model))
-    logp, _ = completion_logprobs(model, ids, attn, rollouts.prompt_ids.shape[1], temperature)
-    return logp.cpu() * rollouts.completion_mask
-
-
-@torch.no_grad()
-def frozen_logprobs_and_head(
-    model: torch.nn.Module, head: torch.nn.Module, rollouts: Rollouts, temperature: float
-) -> tuple[Tensor, Tensor]:
-    """Log-probs and the head's outputs [B, T] before the updates, from one forward."""
-    ids, attn = model_inputs(rollouts, _device(model))
-    prompt_len = rollouts.prompt_ids.shape[1]
-    logp, _, outputs = completion_forward(model, ids, attn, prompt_len, temperature, head)
-    mask = rollouts.completion_mask
-    return logp.cpu() * mask, outputs.cpu() * mask  # type: ignore[union-attr]
-
-
-@dataclass
-class FrozenPass:
-    """No-grad results of the policy before the updates (and of the reference model)."""
-
-    old_logp: Tensor  # [B, T]
-    ref_logp: Tensor | None  # [B, T]; None without a reference model
-    readout: HeadReadout | None  # the estimator head's outputs; None when it has no head
-
-
-def frozen_pass(
-    policy: torch.nn.Module,
-    ref: torch.nn.Module | None,
-    head: torch.nn.Module | None,
-    rollouts: Rollouts,
-    temperature: float,
-) -> FrozenPass:
-    """Old log-probs, reference log-probs and the head's outputs, each computed once."""
-    # The engine's log-probs are reused only when they provably equal the trainer's (HF sampler,
-    # no top-p/top-k); otherwise (vLLM, truncated sampling) the policy recomputes them.
-    r = rollouts
-    old = r.logprobs * r.completion_mask if r.logprobs_exact else None
-    readout = None
-    if head is not None:
-        t0 = time.perf_counter()
-        recomputed, outputs = frozen_logprobs_and_head(policy, head, r, temperature)
-        # the pass is the head's cost only when the engine's log-probs made it otherwise unneeded
-        readout = HeadReadout(outputs, time.perf_counter() - t0 if old is not None else 0.0)
-        old = old if old is not None else recomputed
-    if old is None:
-        old = frozen_logprobs(policy, r, temperature)
-    ref_logp = frozen_logprobs(ref, r, temperature) if ref is not None else None
-    return FrozenPass(old, ref_logp, readout)
+from ablate.spec import Optim
 
 
 @dataclass
@@ -173,13 +51,29 @@ class Minibatch:
 
 def run_updates(
     learner: Learner, batch: ShapedBatch, estimate: Estimate, config: UpdateConfig, step: int
-) -> list[dict[str, float]]:
+) -> UpdateResult:
     """`ppo_epochs` passes over the batch, each in `minibatches` shuffled chunks; one optimizer
     update per chunk, the policy's gradient and each estimator module's clipped apart (a value
-    head's norm must not shrink the policy's). Raises DivergedError on a non-finite loss or
-    gradient."""
+    head's norm must not shrink the policy's). Raises DivergedError on a non-finite loss,
+    gradient or weight."""
+    stats = _optimise(learner, batch, estimate, config, step)
+    for module in (learner.policy, *learner.estimator.trained_modules().values()):
+        check_weights(module, step)
+    epochs = config.algo.ppo_epochs
+    return UpdateResult(
+        stats=stats,
+        epochs=epochs,
+        trained_tokens=int(batch.loss_mask.sum()) * epochs,
+        update_tokens=forward_tokens(learner.policy, batch.rollouts) * epochs,
+        estimator_metrics=learner.estimator.step_metrics(),
+    )
+
+
+def _optimise(
+    learner: Learner, batch: ShapedBatch, estimate: Estimate, config: UpdateConfig, step: int
+) -> list[dict[str, float]]:
     algo = config.algo
-    ids, attn = model_inputs(batch.rollouts, _device(learner.policy))
+    ids, attn = model_inputs(batch.rollouts, model_device(learner.policy))
     prompt_len, n = batch.rollouts.prompt_ids.shape[1], ids.shape[0]
     chunk = math.ceil(n / algo.minibatches)
     stats = []
@@ -230,7 +124,7 @@ def _minibatch_update(
         is_weights=None if batch.is_weights is None else rows(batch.is_weights),
         group_ids=rows(batch.rollouts.group_ids),
     )
-    targets = {k: rows(v) for k, v in estimate.targets.items()}
+    targets = None if estimate.targets is None else estimate.targets.select(mb.rows, dev)
     extra, extra_stats = estimator.extra_loss(outputs, targets, loss_mask)
     finite = math.isfinite(stats["loss"])
     if extra is not None:

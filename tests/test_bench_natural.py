@@ -13,7 +13,7 @@ from ablate.bench.options import SECTIONS, options_from_cli
 from ablate.bench.rollout import generated_lengths, zoo_prompts
 from ablate.bench.step import LengthError, StepCase, check_max_length, natural_engine
 from ablate.bench.trl_step import per_step_means
-from ablate.rollout.base import SamplingParams
+from ablate.records import SamplingParams
 from ablate.rollout.hf import HFEngine
 
 

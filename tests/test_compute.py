@@ -17,11 +17,11 @@ from ablate.compute import (
     rollout_work,
     step_flops,
 )
-from ablate.rollout.base import Rollouts
+from ablate.records import Rollouts
+from ablate.spec import Budget, EvalSpec, TrialSpec
 from ablate.testing import tiny_llama
 from ablate.tracking import MemoryTracker
 from ablate.trainer import train
-from ablate.trial import Budget, EvalSpec, TrialSpec
 
 
 def rollouts(prompt_rows: list[list[int]], completion_lengths: list[int]) -> Rollouts:

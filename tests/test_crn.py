@@ -8,17 +8,17 @@ import dataclasses
 import re
 
 import ablate.seeding
-import ablate.trainer
+import ablate.trainer.setup
 import ablate.update
 from ablate.algorithms import Algorithm
 from ablate.batch import PromptStream
 from ablate.seeding import derive_seed
+from ablate.spec import Budget, EvalSpec, TrialSpec
 from ablate.tasks import get_task
 from ablate.tasks.base import CHARSET
 from ablate.templates import get_template
 from ablate.testing import ScriptedEngine, char_tokenizer, tiny_llama
 from ablate.trainer import TrainState, rl_step, setup_trial, train
-from ablate.trial import Budget, EvalSpec, TrialSpec
 
 TOK = char_tokenizer(CHARSET)
 PLAIN = get_template("plain")
@@ -124,7 +124,7 @@ def record_seeds(monkeypatch) -> dict[str, list]:
         ablate.seeding.seed_everything(seed)
 
     monkeypatch.setattr(ablate.update, "generator", generator)
-    monkeypatch.setattr(ablate.trainer, "seed_everything", seed_everything)
+    monkeypatch.setattr(ablate.trainer.setup, "seed_everything", seed_everything)
     return seen
 
 

@@ -11,11 +11,11 @@ import torch
 from ablate.algorithms import Algorithm
 from ablate.batch import PromptStream
 from ablate.objective import group_advantages
+from ablate.spec import Budget, TrialSpec
 from ablate.tasks.base import CHARSET
 from ablate.templates import get_template
 from ablate.testing import ScriptedEngine, char_tokenizer, tiny_llama
 from ablate.trainer import TrainState, rl_step, setup_trial
-from ablate.trial import Budget, TrialSpec
 
 TOK = char_tokenizer(CHARSET)
 PLAIN = get_template("plain")

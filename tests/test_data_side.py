@@ -13,24 +13,18 @@ import pytest
 import torch
 
 from ablate.algorithms import Algorithm
-from ablate.batch import (
-    Counters,
-    PromptStream,
-    ScoredBatch,
-    StepSampler,
-    collect_batch,
-    random_rewards,
-)
+from ablate.batch import PromptStream, StepSampler, collect_batch, random_rewards
 from ablate.checkpoint import STATE, checkpoint_dirs
 from ablate.errors import TrialError
+from ablate.records import Counters, ScoredBatch
 from ablate.seeding import generator, rng
+from ablate.spec import Budget, EvalSpec, TrialSpec
 from ablate.tasks import get_task
 from ablate.tasks.base import CHARSET
 from ablate.templates import get_template
 from ablate.testing import ScriptedEngine, char_tokenizer, tiny_llama
 from ablate.tracking import MemoryTracker
 from ablate.trainer import train
-from ablate.trial import Budget, EvalSpec, TrialSpec
 
 TOK = char_tokenizer(CHARSET)
 PLAIN = get_template("plain")

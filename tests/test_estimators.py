@@ -13,12 +13,12 @@ from ablate.algorithms import AdvantageName, Algorithm
 from ablate.critic import ValueHead
 from ablate.estimators import ESTIMATORS, GroupEstimator, make_estimator
 from ablate.objective import group_advantages
-from ablate.shaping import ShapedBatch
+from ablate.records import ShapedBatch
+from ablate.spec import Budget, EvalSpec, TrialSpec
 from ablate.tasks.base import CHARSET
 from ablate.testing import ScriptedEngine, char_tokenizer, cycle_script, tiny_llama
 from ablate.tracking import MemoryTracker
 from ablate.trainer import train
-from ablate.trial import Budget, EvalSpec, TrialSpec
 
 TOK = char_tokenizer(CHARSET)
 
@@ -49,12 +49,12 @@ def test_gae_estimator_with_zero_head_and_gamma_lambda_one_returns_the_outcome()
     algo = Algorithm(advantage="gae", gae_lambda=1.0, whiten_advantages=False)
     est = make_estimator(algo, group_size=2, hidden_size=8)
     shaped = _shaped(torch.tensor([1.0, 0.0]), [2, 3])
-    from ablate.estimators import HeadReadout
+    from ablate.records import HeadReadout
 
     got = est.estimate(shaped, HeadReadout(torch.zeros(2, 4), seconds=0.5))
     # V = 0, no KL: every real token's advantage is the outcome (hand-computed), 0 on padding
     assert got.advantages.tolist() == [[1, 1, 0, 0], [0, 0, 0, 0]]
-    assert torch.equal(got.targets["returns"], got.advantages)
+    assert torch.equal(got.targets.returns, got.advantages)
     assert est.step_metrics()["perf/critic_seconds"] >= 0.5  # the V_old pass is charged
     assert est.step_metrics()["perf/critic_seconds"] == 0.0  # and reset per step
     state = est.state_dict()

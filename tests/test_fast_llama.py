@@ -9,9 +9,9 @@ from transformers import LlamaConfig, LlamaForCausalLM
 
 from ablate import fast_llama
 from ablate.critic import ValueHead
-from ablate.rollout.base import Rollouts
+from ablate.forward import completion_forward, forward_tokens
+from ablate.records import Rollouts
 from ablate.testing import char_tokenizer, tiny_llama
-from ablate.update import completion_forward, forward_tokens
 
 
 @pytest.fixture(scope="module")
@@ -188,7 +188,7 @@ def test_supports_refuses_what_it_does_not_reproduce(tokenizer, monkeypatch):
 def test_engine_samples_the_same_on_both_paths(tokenizer):
     """The fused decoder draws the same completions as transformers' forward for a seed (its
     logits agree to ~1e-6, far below any gap the sampler's race resolves)."""
-    from ablate.rollout.base import SamplingParams
+    from ablate.records import SamplingParams
     from ablate.rollout.hf import HFEngine
 
     model = tiny_llama(seed=3, tokenizer=tokenizer)
@@ -207,11 +207,11 @@ def test_training_with_the_fused_forward_follows_the_transformers_trajectory(mon
     import re
 
     from ablate.algorithms import Algorithm
+    from ablate.spec import Budget, EvalSpec, TrialSpec
     from ablate.tasks.base import CHARSET
     from ablate.templates import get_template
     from ablate.testing import ScriptedEngine
     from ablate.trainer import train
-    from ablate.trial import Budget, EvalSpec, TrialSpec
 
     tok, plain = char_tokenizer(CHARSET), get_template("plain")
 

@@ -29,10 +29,10 @@ import torch
 
 import ablate
 from ablate.presets import baseline_names
+from ablate.spec import Budget, EvalSpec, TrialSpec
 from ablate.testing import zoo_model_built
 from ablate.tracking import MemoryTracker
 from ablate.trainer import train
-from ablate.trial import Budget, EvalSpec, TrialSpec
 
 pytestmark = [
     pytest.mark.skipif(not zoo_model_built("rl_ready"), reason="zoo not available"),

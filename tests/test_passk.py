@@ -9,15 +9,9 @@ import numpy as np
 import pytest
 
 from ablate.errors import ConfigError
-from ablate.passk import (
-    SWEEP_COLUMNS,
-    bootstrap_ci,
-    pass_at_k,
-    pass_hat_k,
-    passk_sweep,
-    signal_probability,
-)
-from ablate.rollout.base import SamplingParams
+from ablate.passk import bootstrap_ci, pass_at_k, pass_hat_k, signal_probability
+from ablate.passk_sweep import SWEEP_COLUMNS, passk_sweep
+from ablate.records import SamplingParams
 from ablate.testing import ScriptedEngine, ToyTask, ToyTemplate
 
 

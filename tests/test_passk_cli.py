@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ablate import cli, passk
+from ablate import cli, passk_sweep
 from ablate.commands import passk as passk_command
 from ablate.testing import ScriptedEngine, ToyTask, ToyTemplate
 
@@ -12,8 +12,8 @@ from ablate.testing import ScriptedEngine, ToyTask, ToyTemplate
 def test_passk_command_prints_and_writes_csv(tmp_path, monkeypatch, capsys):
     template = ToyTemplate()
     right = {template.render(p.question): [f" ={p.answer}\n"] for p in ToyTask().problems()}
-    monkeypatch.setattr(passk, "_resolve_task", lambda name: ToyTask())
-    monkeypatch.setattr(passk, "_resolve_template", lambda name: template)
+    monkeypatch.setattr(passk_sweep, "_resolve_task", lambda name: ToyTask())
+    monkeypatch.setattr(passk_sweep, "_resolve_template", lambda name: template)
     monkeypatch.setattr(passk_command, "_make_engine", lambda name, kind: ScriptedEngine(right))
     out = tmp_path / "passk.csv"
     argv = ["passk", "--models", "a", "--templates", "toy", "--task", "toy", "--n", "4"]

@@ -9,7 +9,7 @@ import torch
 
 from ablate import fast_llama
 from ablate.decode_cache import MIN_ROWS, grouped_attention, rows_to_keep
-from ablate.rollout.base import SamplingParams
+from ablate.records import SamplingParams
 from ablate.rollout.hf import HFEngine, sample_next
 from ablate.testing import zoo_model_built
 

@@ -13,8 +13,8 @@ from ablate.presets import baseline
 from ablate.report import curve_tables, curves, figures, render
 from ablate.report.build import build_tables
 from ablate.report.curve_calibration import CurveModel, simulate_seed
+from ablate.spec import CurveSpec
 from ablate.testing import study_data
-from ablate.trial import CurveSpec
 
 REF = dataclasses.replace(baseline("grpo"), kl_coef=0.0, minibatches=4)
 ALGOS = {name: REF for name in ("grpo", "higher_a", "steeper", "flat")}

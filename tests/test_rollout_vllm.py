@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from ablate.errors import ConfigError
-from ablate.rollout.base import SamplingParams
+from ablate.records import SamplingParams
 from ablate.testing import char_tokenizer, tiny_llama
 
 HAVE_VLLM = torch.cuda.is_available() and importlib.util.find_spec("vllm") is not None

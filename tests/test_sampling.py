@@ -8,9 +8,9 @@ import math
 import numpy as np
 import pytest
 
-from ablate.batch import correct_matrix, sample_and_verify
 from ablate.passk import mean_pass_at_k, pass_at_k, pass_at_k_per_problem
-from ablate.rollout.base import SamplingParams
+from ablate.records import SamplingParams
+from ablate.rollout.sample import correct_matrix, sample_and_verify
 from ablate.testing import ScriptedEngine, ToyTask, ToyTemplate
 
 TEMPLATE = ToyTemplate()

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from ablate.errors import ConfigError
-from ablate.rollout.base import SamplingParams
+from ablate.records import SamplingParams
 from ablate.testing import (
     ScriptedEngine,
     ToyTask,

@@ -10,18 +10,19 @@ import pytest
 import torch
 
 from ablate.algorithms import Algorithm
-from ablate.batch import Counters, PromptStream, StepSampler, collect_batch
+from ablate.batch import PromptStream, StepSampler, collect_batch
 from ablate.checkpoint import TRAINER, checkpoint_dirs
 from ablate.estimators import make_estimator
+from ablate.forward import frozen_pass
+from ablate.records import Counters
 from ablate.shaping import shape
+from ablate.spec import Budget, EvalSpec, TrialSpec
 from ablate.tasks import get_task
 from ablate.tasks.base import CHARSET
 from ablate.templates import get_template
 from ablate.testing import ScriptedEngine, char_tokenizer, tiny_llama
 from ablate.tracking import MemoryTracker
 from ablate.trainer import setup_trial, train
-from ablate.trial import Budget, EvalSpec, TrialSpec
-from ablate.update import frozen_pass
 
 
 def shaped_and_estimated(batch, policy, ref, algo, estimator=None):
@@ -270,7 +271,7 @@ def test_gae_batch_has_per_token_advantages_and_kl_in_the_token_rewards():
     batch, _ = batch_parts(algo, mixed)
     policy, ref = loaded(0)[0], loaded(1)[0]
     tb, est = shaped_and_estimated(batch, policy, ref, algo)
-    m, returns = est.metrics, est.targets["returns"]
+    m, returns = est.metrics, est.targets.returns
     mask = batch.rollouts.completion_mask
     assert est.advantages.shape == mask.shape and returns.shape == mask.shape
     assert est.advantages[mask == 0].abs().sum() == 0
@@ -287,7 +288,7 @@ def test_gae_batch_has_per_token_advantages_and_kl_in_the_token_rewards():
 
 
 def frozen(model, batch):
-    from ablate.update import frozen_logprobs
+    from ablate.forward import frozen_logprobs
 
     return frozen_logprobs(model, batch.rollouts, spec().budget.temperature)
 

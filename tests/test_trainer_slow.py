@@ -8,8 +8,8 @@ import statistics
 import pytest
 
 import ablate
+from ablate.spec import Budget, EvalSpec, TrialSpec
 from ablate.trainer import train
-from ablate.trial import Budget, EvalSpec, TrialSpec
 
 SEEDS = (0, 1, 2)
 

@@ -15,11 +15,11 @@ from __future__ import annotations
 import json
 
 from ablate import seeding
-from ablate.batch import correct_matrix, sample_and_verify
 from ablate.models import load_model
 from ablate.passk import mean_pass_at_k
-from ablate.rollout.base import SamplingParams
+from ablate.records import SamplingParams
 from ablate.rollout.hf import HFEngine
+from ablate.rollout.sample import correct_matrix, sample_and_verify
 from ablate.tasks import get_task
 from ablate.tasks.arithmetic import SUBSETS_FILE
 from ablate.templates import get_template

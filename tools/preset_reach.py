@@ -15,9 +15,9 @@ import statistics
 import time
 
 from ablate.presets import baseline, baseline_names
+from ablate.spec import Budget, EvalSpec, TrialSpec
 from ablate.trackers import MemoryTracker
 from ablate.trainer import train
-from ablate.trial import Budget, EvalSpec, TrialSpec
 
 #: per-step policy statistics worth a column: (metric, column head)
 COLUMNS = (

@@ -35,8 +35,8 @@ def stepper(model: str, seed: int = 0):
     from ablate.models import load_model
     from ablate.presets import baseline
     from ablate.rollout.hf import HFEngine
+    from ablate.spec import Budget, Optim, TrialSpec
     from ablate.trainer import TrainState, setup_trial
-    from ablate.trial import Budget, Optim, TrialSpec
 
     spec = TrialSpec(
         algorithm=dataclasses.replace(baseline("grpo"), kl_coef=0.0),

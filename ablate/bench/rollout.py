@@ -13,7 +13,7 @@ import torch
 
 from ablate.bench.harness import interleave
 from ablate.bench.step import check_lengths
-from ablate.rollout.base import SamplingParams
+from ablate.records import SamplingParams
 from ablate.rollout.hf import HFEngine
 
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ablate.rollout.base import Rollouts, SamplingParams
+from ablate.records import Rollouts, SamplingParams
 
 #: One learning rate for both tools (ablate's default; TRL gets the same, constant).
 LR = 3e-5
@@ -117,8 +117,8 @@ class AblateStepper:
         from ablate.batch import PromptStream
         from ablate.models import load_model
         from ablate.presets import baseline
+        from ablate.spec import Budget, Optim, TrialSpec
         from ablate.trainer import TrainState, setup_trial
-        from ablate.trial import Budget, Optim, TrialSpec
 
         spec = TrialSpec(
             algorithm=dataclasses.replace(baseline("grpo"), kl_coef=0.0),

@@ -46,9 +46,9 @@ def passk(
     from rich.console import Console
 
     from ablate.commands.progress import passk_display
-    from ablate.passk import passk_sweep
+    from ablate.passk_sweep import passk_sweep
     from ablate.preflight import check_results_dir
-    from ablate.rollout.base import SamplingParams
+    from ablate.records import SamplingParams
     from ablate.threads import apply_threads
 
     if engine not in ("hf", "vllm"):

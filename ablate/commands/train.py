@@ -80,7 +80,7 @@ def _trial_spec(algo, model, task, template, seed, steps, lr, eval_every, eval_p
     from ablate.errors import ConfigError
     from ablate.overrides import split_overrides
     from ablate.presets import baseline
-    from ablate.trial import Budget, EvalSpec, Optim, TrialSpec
+    from ablate.spec import Budget, EvalSpec, Optim, TrialSpec
 
     changes = split_overrides(set_)
     try:

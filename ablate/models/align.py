@@ -11,17 +11,20 @@ from pathlib import Path
 import torch
 
 from ablate import seeding
-from ablate.models import store
+from ablate.models import load_model, store
+from ablate.models.built import BuildResult, BuiltModel, meta_for
+from ablate.models.measure import measure_passk
+from ablate.models.pretrain import CorpusLine, encode_batch
 from ablate.models.recipe import AlignSpec, ZooRecipe
+from ablate.records import SamplingParams
+from ablate.rollout.hf import HFEngine
+from ablate.rollout.sample import sample_and_verify
+from ablate.tasks import get_task
+from ablate.templates import get_template
 
 
 def build_aligned(recipe: ZooRecipe, scratch: Path, progress, env: dict):
     """Build `recipe.name` from `recipe.align.source` into `scratch/<name>`; a `BuildResult`."""
-    from ablate.models import load_model
-    from ablate.models.build import BuildResult, BuiltModel, meta_for
-    from ablate.models.measure import measure_passk
-    from ablate.tasks import get_task
-    from ablate.templates import get_template
 
     spec, pre = recipe.align, recipe.pretrain
     task = get_task(pre.task, seed=pre.seed, **dict(pre.task_options))
@@ -57,9 +60,6 @@ def build_aligned(recipe: ZooRecipe, scratch: Path, progress, env: dict):
 def own_correct_answers(model, tokenizer, task, template, spec: AlignSpec, round_: int):
     """(kept (prompt, completion) pairs, samples drawn): the model's correct answers to
     `spec.problems` training problems, `spec.samples` each, at temperature 1."""
-    from ablate.batch import sample_and_verify
-    from ablate.rollout.base import SamplingParams
-    from ablate.rollout.hf import HFEngine
 
     pick = seeding.rng(spec.seed, "align", "problems", str(round_))
     pool = task.problems("train")
@@ -82,7 +82,6 @@ def own_correct_answers(model, tokenizer, task, template, spec: AlignSpec, round
 
 def fine_tune(model, tokenizer, kept, spec: AlignSpec, round_: int) -> float:
     """`spec.steps` AdamW steps on random batches of `kept`; the last step's loss."""
-    from ablate.models.pretrain import CorpusLine, encode_batch
 
     if not kept:
         raise RuntimeError("aligning: the source model answered no training problem correctly")
@@ -105,9 +104,6 @@ def fine_tune(model, tokenizer, kept, spec: AlignSpec, round_: int) -> float:
 def measure_entropy(model, tokenizer, task, template, recipe: ZooRecipe) -> float:
     """Mean per-token entropy (nats) of the model's samples on the zoo's eval problems, with
     the Pass@k measurement's sampling: how confident the model is where it answers."""
-    from ablate.batch import sample_and_verify
-    from ablate.rollout.base import SamplingParams
-    from ablate.rollout.hf import HFEngine
 
     spec = recipe.eval
     sampling = SamplingParams(

@@ -11,35 +11,16 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from ablate.models import store
+from ablate.models.built import BuildResult, BuiltModel, meta_for
 from ablate.models.recipe import Rung, ZooRecipe
 from ablate.trackers import cpu_model
 
 #: progress(step, total_steps, loss, measured_or_None) — the CLI draws it; None = silent.
 Progress = Callable[[int, int, float, dict | None], None]
-
-
-@dataclass
-class BuiltModel:
-    name: str
-    step: int
-    path: Path
-    measured: dict[str, dict[str, float]]  # template -> {"pass1", "pass8", "format_ok"}
-    in_band: bool
-    weights_sha256: str = ""  # kept here: a --check build's folder is gone once it is compared
-
-
-@dataclass
-class BuildResult:
-    recipe: ZooRecipe
-    out_dir: Path
-    models: list[BuiltModel]
-    curve: list[dict] = field(default_factory=list)  # per checkpoint: step, loss, pass1, pass8
-    seconds: float = 0.0
-    env: dict = field(default_factory=dict)  # build_environment(): what else fixes the weights
 
 
 def build_recipe(recipe: ZooRecipe, out_dir: Path, progress: Progress | None = None) -> BuildResult:
@@ -151,20 +132,6 @@ def pick_rungs(rungs: tuple[Rung, ...], curve: list[dict]) -> dict[str, tuple[in
         best = min(candidates, key=lambda c: (rung.distance(c), c["step"]))
         picks[rung.name] = (best["step"], rung.in_band(best))
     return picks
-
-
-def meta_for(recipe: ZooRecipe, name: str, step: int, measured: dict, in_band: bool) -> dict:
-    rung = next((r for r in recipe.rungs if r.name == name), None)
-    return {
-        "name": name,
-        "description": rung.description if rung else recipe.description,
-        "recipe_name": recipe.name,
-        "recipe_hash": recipe.content_hash(),
-        "recipe": recipe.as_dict(),
-        "step": step,
-        "measured": measured,
-        "in_band": in_band,
-    }
 
 
 def _install(result: BuildResult, out_dir: Path) -> None:

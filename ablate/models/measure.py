@@ -7,14 +7,14 @@ import torch
 
 from ablate import seeding
 from ablate.models.recipe import PassKMeasure
+from ablate.passk import mean_pass_at_k
+from ablate.records import SamplingParams
+from ablate.rollout.hf import HFEngine
+from ablate.rollout.sample import correct_matrix, sample_and_verify
 
 
 def measure_passk(model, tokenizer, task, template, spec: PassKMeasure) -> dict[str, float]:
     """{"pass1", "pass8" (k = spec.samples), "format_ok"} over `spec.problems` eval problems."""
-    from ablate.batch import correct_matrix, sample_and_verify
-    from ablate.passk import mean_pass_at_k
-    from ablate.rollout.base import SamplingParams
-    from ablate.rollout.hf import HFEngine
 
     problems = task.problems("eval")[: spec.problems]
     sampling = SamplingParams(

@@ -20,7 +20,7 @@ from typing import Any, Literal, get_args, get_type_hints
 
 from ablate.algorithm_checks import GAE_ONLY_FIELDS, GROUP_ONLY_FIELDS, SURROGATE_FIELDS
 from ablate.algorithms import Algorithm
-from ablate.trial import Budget
+from ablate.spec import Budget
 
 Kind = Literal["exact", "approximate", "cannot", "moot"]
 

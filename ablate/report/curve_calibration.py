@@ -30,7 +30,7 @@ from ablate.report.curves import (
     window,
 )
 from ablate.report.stats import ALPHA
-from ablate.trial import CurveSpec
+from ablate.spec import CurveSpec
 
 
 def schedule(first: float, per_decade: int, every: float, end: float) -> np.ndarray:

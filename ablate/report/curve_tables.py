@@ -22,7 +22,7 @@ from ablate.report.curves import (
 )
 from ablate.report.load import StudyData
 from ablate.report.tables import Table
-from ablate.trial import CurveSpec
+from ablate.spec import CurveSpec
 
 
 def _reasons(arm: ArmCurves) -> str:

@@ -41,7 +41,7 @@ from ablate.report.curvecheck import (
 )
 from ablate.report.curvefit import A_STEP, Fit, fit_sigmoid, fit_to_target
 from ablate.report.load import StudyData
-from ablate.trial import COMPUTE_AXES, CurveSpec
+from ablate.spec import COMPUTE_AXES, CurveSpec
 
 MARKS = {"generated_tokens": "eval/token_mark", "model_flops": "eval/flops_mark"}
 

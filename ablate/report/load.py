@@ -29,8 +29,8 @@ import pandas as pd
 
 from ablate import tracking
 from ablate.algorithms import Algorithm
+from ablate.spec import CurveSpec
 from ablate.study import Study
-from ablate.trial import CurveSpec
 
 KEYS = ["trial_id", "arm", "model", "template", "seed"]
 SAMPLE_COLUMNS = ["problem_id", "sample", "correct", "length", "truncated"]

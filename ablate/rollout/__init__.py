@@ -2,7 +2,8 @@
 pass@k sweep. `HFEngine` runs on the trainer's own model; `VLLMEngine` (GPU, optional) lives in
 `ablate.rollout.vllm` and is imported only when asked for."""
 
-from ablate.rollout.base import RolloutEngine, Rollouts, SamplingParams
+from ablate.records import Rollouts, SamplingParams
+from ablate.rollout.base import RolloutEngine
 from ablate.rollout.hf import HFEngine
 
 __all__ = ["HFEngine", "RolloutEngine", "Rollouts", "SamplingParams"]

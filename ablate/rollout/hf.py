@@ -20,11 +20,8 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from ablate.rollout.base import (
-    Rollouts,
-    SamplingParams,
-    checked_request,
-)
+from ablate.records import Rollouts, SamplingParams
+from ablate.rollout.base import checked_request
 
 
 @dataclass

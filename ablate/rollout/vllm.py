@@ -18,7 +18,8 @@ from collections.abc import Sequence
 import torch
 
 from ablate.errors import ConfigError
-from ablate.rollout.base import Rollouts, SamplingParams, checked_request
+from ablate.records import Rollouts, SamplingParams
+from ablate.rollout.base import checked_request
 
 
 def _import_vllm():
