@@ -92,13 +92,14 @@ def unread_fields(algo: Any, choices: list[Choice] | None = None) -> dict[str, U
     chosen. The first factor to ignore a field explains it (the estimator first: with GAE the
     scale's fields are unread because the scale is)."""
     out: dict[str, Unread] = {}
+    own = {f.name for f in fields(algo)}  # an entry registered for a subclass may read more
     for factor, chosen, entries in factor_choices(algo) if choices is None else choices:
         if not isinstance(chosen, str) or chosen not in entries or factor in out:
             continue  # an unknown value is a literal problem; an unread factor's fields are too
         read = {r.field for r in entries[chosen]}
         declared = dict.fromkeys(r.field for reads in entries.values() for r in reads)
         for name in declared:
-            if name not in read and name not in out:
+            if name not in read and name not in out and name in own:
                 readers = tuple(n for n, rs in entries.items() if any(r.field == name for r in rs))
                 out[name] = Unread(factor, chosen, readers)
     return out
