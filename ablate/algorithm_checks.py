@@ -1,32 +1,134 @@
-"""The checks of an `Algorithm`: value sets, ranges, fields that the chosen estimator or
-surrogate would ignore (refused: an ablation must never claim a factor it did not change), and
-warnings for combinations that are legal but inert. Standard library only, like `algorithms`.
+"""The checks of an `Algorithm`: value sets, ranges, fields that the chosen entries do not read
+(refused: an ablation must never claim a factor it did not change), and warnings for
+combinations that are legal but inert.
+
+Which fields an entry reads, and the values it accepts there, is declared where the entry is
+registered (`reads=`, in `objective`, `surrogates`, `critic`): this module derives the checks
+from those declarations. It reads the algorithm through its own fields (`type(algo)`) and imports
+nothing from `algorithms`, which imports it. The declaring modules import torch, which
+`import ablate` must not: they are imported inside the checks, when the first algorithm is built.
 """
 
 from __future__ import annotations
 
-import math
+import re
 import warnings
-from dataclasses import fields
+from dataclasses import dataclass, fields
 from typing import Any, get_args, get_type_hints
 
-from ablate.algorithms import (
-    _SHARE,
-    DAPO_BUFFER_SHARE,
-    TOKEN_SUMMING_AGGS,
-    Algorithm,
-    Surrogate,
-)
 from ablate.errors import AblateWarning
+from ablate.registry import FieldRule, finite, rules
+
+# Aggregations that sum token losses inside a sequence: with a sequence-level ratio each
+# sequence's (single) loss is then counted |o_i| times, i.e. weighted by its length (trl#3823).
+TOKEN_SUMMING_AGGS = (
+    "token_mean",
+    "seq_mean_token_sum",
+    "seq_mean_token_sum_norm",
+    "prompt_mean",
+    "token_sum",
+)
+
+#: DAPO's soft-overlong buffer as a share of the max generation length: 4,096 / 20,480 (§4.1).
+DAPO_BUFFER_SHARE = "20%"
+_SHARE = re.compile(r"(\d+(?:\.\d+)?)%")
+
+#: A factor: the field that chooses it, the value chosen, and each value's declared reads.
+Choice = tuple[str, Any, dict[str, tuple[FieldRule, ...]]]
 
 
-def problems(algo: Algorithm) -> list[str]:
+def problems(algo: Any) -> list[str]:
     """Every problem of `algo`, each with its fix (all at once, not the first)."""
-    return _literal_problems(algo) + _range_problems(algo) + _cross_field_problems(algo)
+    choices = factor_choices(algo)
+    return (
+        _literal_problems(algo)
+        + _range_problems(algo)
+        + _read_problems(algo, choices)
+        + _cross_field_problems(algo, choices)
+    )
 
 
-def _literal_problems(algo: Algorithm) -> list[str]:
-    hints = get_type_hints(Algorithm)
+def estimator_reads() -> dict[str, tuple[FieldRule, ...]]:
+    """The fields each advantage estimator reads: the group estimator's are declared beside its
+    registries (objective), GAE's beside the critic. `estimators.ESTIMATORS` registers the same
+    declarations; it is a floor above, so the checks read them here."""
+    from ablate.critic import GAE_READS
+    from ablate.objective import GROUP_READS
+
+    return {"group": rules(GROUP_READS), "gae": rules(GAE_READS)}
+
+
+def factor_choices(algo: Any) -> list[Choice]:
+    """The advantage estimator and every registry factor of `algo`: (field, chosen value,
+    {value: the fields it reads})."""
+    from ablate.objective import FACTORS
+
+    out: list[Choice] = [("advantage", algo.advantage, estimator_reads())]
+    for name, registry in FACTORS.items():
+        out.append((name, getattr(algo, name), {n: registry.reads(n) for n in registry}))
+    return out
+
+
+@dataclass(frozen=True)
+class Unread:
+    """Why a field does nothing: `factor`={chosen} ignores it, only `readers` read it."""
+
+    factor: str
+    chosen: str
+    readers: tuple[str, ...]
+
+    def problem(self, name: str, value: Any) -> str:
+        readers = ", ".join(repr(r) for r in self.readers[:-1])
+        readers = f"{readers} or {self.readers[-1]!r}" if readers else repr(self.readers[0])
+        fix = f", or use {self.factor}={self.readers[0]!r}" if len(self.readers) == 1 else ""
+        return (
+            f"{name}={value!r} does nothing with {self.factor}={self.chosen!r} (only "
+            f"{self.factor}={readers} reads it); remove it{fix}"
+        )
+
+
+def unread_fields(algo: Any, choices: list[Choice] | None = None) -> dict[str, Unread]:
+    """The fields `algo` never reads: declared by some value of a factor but not by the value
+    chosen. The first factor to ignore a field explains it (the estimator first: with GAE the
+    scale's fields are unread because the scale is)."""
+    out: dict[str, Unread] = {}
+    own = {f.name for f in fields(algo)}  # an entry registered for a subclass may read more
+    for factor, chosen, entries in factor_choices(algo) if choices is None else choices:
+        if not isinstance(chosen, str) or chosen not in entries or factor in out:
+            continue  # an unknown value is a literal problem; an unread factor's fields are too
+        read = {r.field for r in entries[chosen]}
+        declared = dict.fromkeys(r.field for reads in entries.values() for r in reads)
+        for name in declared:
+            if name not in read and name not in out and name in own:
+                readers = tuple(n for n, rs in entries.items() if any(r.field == name for r in rs))
+                out[name] = Unread(factor, chosen, readers)
+    return out
+
+
+def _at_default(value: Any, default: Any) -> bool:
+    # 1 is not True: a bool field set to an int is not its default, whatever == says
+    return value == default and isinstance(value, bool) == isinstance(default, bool)
+
+
+def _read_problems(a: Any, choices: list[Choice]) -> list[str]:
+    """Unread fields set away from their defaults (a silent no-op), then the declared range of
+    every field the chosen values read."""
+    defaults = {f.name: f.default for f in fields(a)}
+    unread = unread_fields(a, choices)
+    p = [
+        why.problem(name, getattr(a, name))
+        for name, why in unread.items()
+        if not _at_default(getattr(a, name), defaults[name])
+    ]
+    for factor, chosen, entries in choices:
+        if isinstance(chosen, str) and chosen in entries and factor not in unread:
+            found = (rule.problem(a) for rule in entries[chosen] if rule.field not in unread)
+            p += [problem for problem in found if problem]
+    return p
+
+
+def _literal_problems(algo: Any) -> list[str]:
+    hints = get_type_hints(type(algo))
     problems = []
     for f in fields(algo):
         allowed = get_args(hints[f.name])
@@ -38,65 +140,34 @@ def _literal_problems(algo: Algorithm) -> list[str]:
     return problems
 
 
-def _finite(x: Any) -> bool:
-    return isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x)
-
-
-def _range_problems(a: Algorithm) -> list[str]:
+def _range_problems(a: Any) -> list[str]:
+    """Ranges of the fields every algorithm reads (the others' are declared by their readers)."""
     p = []
-    nonnegative = ("std_eps", "clip_low", "clip_high", "kl_coef", "entropy_coef")
-    for name in (*nonnegative, "overlong_penalty", "kl_cov_coef"):
+    for name in ("kl_coef", "entropy_coef", "overlong_penalty"):
         v = getattr(a, name)
-        if not _finite(v) or v < 0:
+        if not finite(v) or v < 0:
             p.append(f"{name}={v!r} must be a finite number >= 0")
-    # A bound of 0 (clip_low=1) is "no lower bound": MiniMax's for CISPO's stop-gradient weight,
-    # and the Clip-Cov authors' (their scripts set clip_ratio_low=high=1). Elsewhere a PPO clip
-    # at ratio 0 is a mistake.
-    low_max = 1.0 if a.surrogate in ("cispo", "clip_cov") else 1.0 - 1e-12
-    if _finite(a.clip_low) and a.clip_low > low_max:
-        p.append(f"clip_low={a.clip_low} must be < 1 (the ratio is clipped at 1 - clip_low > 0)")
-    if a.dual_clip is not None and (not _finite(a.dual_clip) or a.dual_clip <= 1):
-        p.append(f"dual_clip={a.dual_clip!r} must be None (off) or a number > 1 (verl uses 3.0)")
     for name in ("max_gen_batches", "ppo_epochs", "minibatches"):
         v = getattr(a, name)
         if not isinstance(v, int) or isinstance(v, bool) or v < 1:
             p.append(f"{name}={v!r} must be an integer >= 1")
-    p += _overlong_buffer_problems(a.overlong_buffer)
-    c = a.loss_norm_constant
-    if c is not None and (not isinstance(c, int) or isinstance(c, bool) or c < 1):
-        p.append(f"loss_norm_constant={c!r} must be a positive integer or None (max new tokens)")
-    p += _critic_range_problems(a) + _surrogate_range_problems(a) + _data_range_problems(a)
-    bools = ("std_unbiased", "dynamic_sampling", "mask_truncated", "whiten_advantages")
-    for name in (*bools, "zero_variance_filter"):
+    p += _overlong_buffer_problems(a.overlong_buffer) + _data_range_problems(a)
+    for name in ("dynamic_sampling", "mask_truncated", "zero_variance_filter"):
         if not isinstance(getattr(a, name), bool):
             p.append(f"{name}={getattr(a, name)!r} must be True or False")
     return p
 
 
-def _surrogate_range_problems(a: Algorithm) -> list[str]:
-    p = []
-    for name in ("sapo_tau_pos", "sapo_tau_neg"):
-        v = getattr(a, name)
-        if not _finite(v) or v <= 0:
-            p.append(f"{name}={v!r} must be a number > 0 (SAPO uses 1.0 and 1.05)")
-    if not _finite(a.cov_fraction) or not 0 < a.cov_fraction <= 1:
-        p.append(f"cov_fraction={a.cov_fraction!r} must be in (0, 1] (verl uses 2e-4)")
-    lo, hi = a.cov_clip_low, a.cov_clip_high
-    if not (_finite(lo) and _finite(hi) and lo < hi):
-        p.append(f"cov_clip_low={lo!r} must be a number below cov_clip_high={hi!r}")
-    return p
-
-
-def _data_range_problems(a: Algorithm) -> list[str]:
+def _data_range_problems(a: Any) -> list[str]:
     p = []
     r = a.retire_pass_rate
-    if r is not None and (not _finite(r) or not 0 < r <= 1):
+    if r is not None and (not finite(r) or not 0 < r <= 1):
         p.append(f"retire_pass_rate={r!r} must be None (off) or in (0, 1] (ScaleRL uses 0.9)")
     q = a.random_reward
-    if q is not None and (not _finite(q) or not 0 <= q <= 1):
+    if q is not None and (not finite(q) or not 0 <= q <= 1):
         p.append(f"random_reward={q!r} must be None (the verifier) or a probability in [0, 1]")
     c = a.rollout_correction_cap
-    if not _finite(c) or c < 1:
+    if not finite(c) or c < 1:
         p.append(f"rollout_correction_cap={c!r} must be a number >= 1 (TRL uses 3.0)")
     return p
 
@@ -116,97 +187,21 @@ def _overlong_buffer_problems(b: Any) -> list[str]:
     return []
 
 
-def _critic_range_problems(a: Algorithm) -> list[str]:
+def _cross_field_problems(a: Any, choices: list[Choice]) -> list[str]:
     p = []
-    for name in ("gae_gamma", "gae_lambda"):
-        v = getattr(a, name)
-        if not _finite(v) or not 0 <= v <= 1:
-            p.append(f"{name}={v!r} must be a number in [0, 1]")
-    if not _finite(a.vf_coef) or a.vf_coef <= 0:
-        p.append(f"vf_coef={a.vf_coef!r} must be a number > 0 (0 would never train the critic)")
-    if a.vf_clip is not None and (not _finite(a.vf_clip) or a.vf_clip <= 0):
-        p.append(f"vf_clip={a.vf_clip!r} must be None (off) or a number > 0 (TRL uses 0.2)")
-    if a.critic_lr is not None and (not _finite(a.critic_lr) or a.critic_lr <= 0):
-        p.append(f"critic_lr={a.critic_lr!r} must be None (the policy's lr) or a number > 0")
-    return p
-
-
-# Fields that mean something for one advantage estimator only. dynamic_sampling is not among
-# the group-only ones: it is a data filter, and a critic still gets a signal from the groups it
-# keeps (the comparison "PPO + dynamic sampling" is a legitimate arm).
-GROUP_ONLY_FIELDS = ("baseline", "scale", "std_unbiased", "std_eps")
-GAE_ONLY_FIELDS = (
-    "gae_gamma",
-    "gae_lambda",
-    "vf_coef",
-    "vf_clip",
-    "whiten_advantages",
-    "critic_lr",
-)
-
-
-def _estimator_problems(a: Algorithm) -> list[str]:
-    """A field set away from its default for the estimator that ignores it is a silent no-op:
-    refuse it, so an ablation never claims a factor it did not change."""
-    defaults = {f.name: f.default for f in fields(Algorithm)}
-    if a.advantage == "gae":
-        irrelevant, why = GROUP_ONLY_FIELDS, "the learned value is GAE's baseline"
-        fix = "remove it, or use advantage='group'"
-    else:
-        irrelevant, why = GAE_ONLY_FIELDS, "there is no critic"
-        fix = "remove it, or use advantage='gae'"
-    return [
-        f"{name}={getattr(a, name)!r} does nothing with advantage={a.advantage!r} ({why}); {fix}"
-        for name in irrelevant
-        if getattr(a, name) != defaults[name]
-    ]
-
-
-# Fields that one surrogate reads; set away from their defaults with another, they are refused.
-SURROGATE_FIELDS = {
-    "sapo_tau_pos": ("sapo",),
-    "sapo_tau_neg": ("sapo",),
-    "cov_fraction": ("clip_cov", "kl_cov"),
-    "cov_clip_low": ("clip_cov",),
-    "cov_clip_high": ("clip_cov",),
-    "kl_cov_coef": ("kl_cov",),
-    "clip_low": ("clip", "cispo", "gmpo", "clip_cov"),
-    "clip_high": ("clip", "cispo", "gmpo", "clip_cov"),
-    "dual_clip": ("clip",),
-}
-
-
-def _surrogate_problems(a: Algorithm) -> list[str]:
-    defaults = {f.name: f.default for f in fields(Algorithm)}
-    p = [
-        f"{name}={getattr(a, name)!r} does nothing with surrogate={a.surrogate!r} (it is read by "
-        f"{', '.join(users)}); remove it"
-        for name, users in SURROGATE_FIELDS.items()
-        if a.surrogate not in users and getattr(a, name) != defaults[name]
-    ]
-    if a.surrogate != "clip" and a.ratio_level != "token":
+    surrogates = next(entries for factor, _, entries in choices if factor == "surrogate")
+    known = isinstance(a.surrogate, str) and a.surrogate in surrogates
+    if known and a.surrogate != "clip" and a.ratio_level != "token":
         p.append(
             f"ratio_level={a.ratio_level!r} is GSPO's ratio for the clipped surrogate; "
             f"surrogate={a.surrogate!r} takes token ratios (gmpo forms its own sequence ratio)"
         )
-    return p
-
-
-def _cross_field_problems(a: Algorithm) -> list[str]:
-    p = _estimator_problems(a) if a.advantage in ("group", "gae") else []
-    if a.surrogate in get_args(Surrogate):
-        p += _surrogate_problems(a)
     if a.zero_variance_filter and a.dynamic_sampling:
         p.append(
             "zero_variance_filter=True with dynamic_sampling=True: dynamic sampling already drops "
             "flat groups (and refills); choose one"
         )
-    if a.loss_norm_constant is not None and a.loss_agg != "seq_mean_token_sum_norm":
-        p.append(
-            f"loss_norm_constant={a.loss_norm_constant} only applies to "
-            f"loss_agg='seq_mean_token_sum_norm' (got {a.loss_agg!r}); set it to None"
-        )
-    if a.overlong_buffer != 0 and _finite(a.overlong_penalty) and a.overlong_penalty == 0:
+    if a.overlong_buffer != 0 and finite(a.overlong_penalty) and a.overlong_penalty == 0:
         p.append("overlong_buffer is on but overlong_penalty=0 makes it a no-op; set one of them")
     return p
 
@@ -228,7 +223,7 @@ def _warn(message: str) -> None:
     warnings.warn(message, AblateWarning, stacklevel=level + 1)
 
 
-def warn_about_inert_factors(a: Algorithm) -> None:
+def warn_about_inert_factors(a: Any) -> None:
     if a.surrogate == "gmpo" and a.loss_agg != "seq_mean_token_mean":
         _warn(
             f"surrogate='gmpo' with loss_agg={a.loss_agg!r}: GMPO's loss is one number per "

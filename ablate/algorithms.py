@@ -8,18 +8,19 @@ two are separate fields, `loss_agg` and `scale`).
 `advantage` chooses the estimator: "group" (the GRPO family) or "gae" (PPO's learned critic, the
 comparison's reference row); the fields of the other estimator are refused when set.
 
-This module knows only the standard library: the `Literal` value sets below are the contract,
-and a test checks that they equal the names in `objective`'s registries.
+The `Literal` value sets below are the contract, and a test checks that they equal the names in
+`objective`'s registries. Which fields each value reads is declared by its registry entry
+(`reads=`); `algorithm_checks` derives the checks from those declarations.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import itertools
-import re
 from dataclasses import dataclass, fields
 from typing import Any, Literal
 
+from ablate.algorithm_checks import DAPO_BUFFER_SHARE, problems, warn_about_inert_factors
 from ablate.errors import ConfigError
 
 Baseline = Literal["group_mean", "leave_one_out", "none"]
@@ -38,20 +39,6 @@ RolloutCorrection = Literal["none", "token_truncate", "sequence_mask"]
 KLEstimator = Literal["k1", "k2", "k3"]
 KLIn = Literal["loss", "reward"]
 AdvantageName = Literal["group", "gae"]
-
-# Aggregations that sum token losses inside a sequence: with a sequence-level ratio each
-# sequence's (single) loss is then counted |o_i| times, i.e. weighted by its length (trl#3823).
-TOKEN_SUMMING_AGGS = (
-    "token_mean",
-    "seq_mean_token_sum",
-    "seq_mean_token_sum_norm",
-    "prompt_mean",
-    "token_sum",
-)
-
-#: DAPO's soft-overlong buffer as a share of the max generation length: 4,096 / 20,480 (§4.1).
-DAPO_BUFFER_SHARE = "20%"
-_SHARE = re.compile(r"(\d+(?:\.\d+)?)%")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -157,8 +144,6 @@ class Algorithm:
     """Optimizer steps per pass over a rollout batch (1 update per rollout: the ratio stays 1)."""
 
     def __post_init__(self) -> None:
-        from ablate.algorithm_checks import problems, warn_about_inert_factors
-
         found = problems(self)
         if found:
             raise ConfigError("invalid Algorithm:\n  - " + "\n  - ".join(found))

@@ -5,8 +5,8 @@ that factor alone. Presets carry whole recipes (DAPO's 16 updates per rollout, G
 so an arm built from a preset can silently differ from the reference in its update schedule or
 its KL term; the report's claims refuse such pairs and study validation warns about them.
 
-Pure functions on `Algorithm`s (standard library only), shared by study validation and the
-report.
+Pure functions on `Algorithm`s, shared by study validation and the report; which fields an
+algorithm reads comes from the registries' declarations (`algorithm_checks.unread_fields`).
 """
 
 from __future__ import annotations
@@ -14,28 +14,26 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import fields
 
+from ablate.algorithm_checks import unread_fields
 from ablate.algorithms import Algorithm
 
 #: The update schedule: how far the policy moves off-policy per rollout.
 SCHEDULE_FIELDS = ("ppo_epochs", "minibatches")
 #: The KL term: a reference model, its weight, estimator and where it enters.
 KL_FIELDS = ("kl_coef", "kl_estimator", "kl_in")
-#: Fields that only matter when another field switches them on (inert otherwise).
+#: Fields that only matter when another field switches them on (inert otherwise), besides those
+#: the chosen estimator and registry entries do not read.
 _INERT_UNLESS = {
     "kl_estimator": lambda a: a.kl_coef > 0,
     "kl_in": lambda a: a.kl_coef > 0,
     "max_gen_batches": lambda a: a.dynamic_sampling,
     "overlong_penalty": lambda a: a.overlong_buffer != 0,
-    "loss_norm_constant": lambda a: a.loss_agg == "seq_mean_token_sum_norm",
 }
-_GAE_ONLY = ("gae_gamma", "gae_lambda", "vf_coef", "vf_clip", "whiten_advantages", "critic_lr")
 
 
-def _active(algo: Algorithm, name: str) -> bool:
-    if name in _GAE_ONLY:
-        return algo.advantage == "gae"
-    if name in ("baseline", "scale", "std_unbiased", "std_eps"):
-        return algo.advantage == "group"
+def _active(algo: Algorithm, name: str, unread: Iterable[str]) -> bool:
+    if name in unread:
+        return False
     test = _INERT_UNLESS.get(name)
     return test is None or test(algo)
 
@@ -43,11 +41,12 @@ def _active(algo: Algorithm, name: str) -> bool:
 def differing_fields(a: Algorithm, b: Algorithm) -> list[str]:
     """Fields whose values differ and matter in at least one of the two arms (a KL estimator
     differing between two arms without KL is no difference), in field order."""
+    unread_a, unread_b = unread_fields(a), unread_fields(b)
     out = []
-    for f in fields(Algorithm):
+    for f in fields(a):
         if getattr(a, f.name) == getattr(b, f.name):
             continue
-        if _active(a, f.name) or _active(b, f.name):
+        if _active(a, f.name, unread_a) or _active(b, f.name, unread_b):
             out.append(f.name)
     return out
 

@@ -24,9 +24,34 @@ import torch
 from torch import Tensor, nn
 
 from ablate.objective import AGGREGATIONS, masked_mean
+from ablate.registry import FieldRule, finite
 
 #: Added to the variance before the square root when whitening (TRL's and verl's masked_whiten).
 WHITEN_EPS = 1e-8
+
+
+def _in_unit_interval(v, algo) -> bool:
+    return finite(v) and 0 <= v <= 1
+
+
+def _none_or_positive(v, algo) -> bool:
+    return v is None or (finite(v) and v > 0)
+
+
+#: The fields the GAE estimator (advantage="gae") reads, with the values it accepts; the other
+#: estimators ignore them (so the checks refuse them there).
+GAE_READS = (
+    FieldRule("gae_gamma", _in_unit_interval, "must be a number in [0, 1]"),
+    FieldRule("gae_lambda", _in_unit_interval, "must be a number in [0, 1]"),
+    FieldRule(
+        "vf_coef",
+        lambda v, a: finite(v) and v > 0,
+        "must be a number > 0 (0 would never train the critic)",
+    ),
+    FieldRule("vf_clip", _none_or_positive, "must be None (off) or a number > 0 (TRL uses 0.2)"),
+    FieldRule("whiten_advantages", lambda v, a: isinstance(v, bool), "must be True or False"),
+    FieldRule("critic_lr", _none_or_positive, "must be None (the policy's lr) or a number > 0"),
+)
 
 
 class ValueHead(nn.Module):

@@ -2,26 +2,29 @@
 
 Shapes: B completions, T completion-token positions, n groups of G completions (B = n·G).
 `mask` is 1 on a completion's real tokens and 0 on padding. The loss is composed in stages:
-ratio → clipped surrogate → KL / entropy per token → aggregation. Each factor value is one
-function in a registry; every function of a registry has the same signature.
+ratio → surrogate → KL / entropy per token → aggregation. Each factor value is one function in
+a registry; every function of a registry has the same signature and declares the `Algorithm`
+fields it reads (`reads=`), from which the algorithm's checks and the peer tables derive.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import Any
 
 import torch
 from torch import Tensor
 
 from ablate.errors import ConfigError
 from ablate.masked import LOG_RATIO_LIMIT, masked_mean, masked_sum
-from ablate.registry import Registry
+from ablate.registry import AlgorithmFields, FieldRule, Registry, finite
 from ablate.surrogates import SURROGATES, clipped_surrogate
 
 __all__ = [
     "AGGREGATIONS",
     "BASELINES",
+    "FACTORS",
+    "GROUP_READS",
     "KL_ESTIMATORS",
     "LOG_RATIO_LIMIT",
     "RATIOS",
@@ -34,12 +37,9 @@ __all__ = [
     "policy_loss",
 ]
 
-if TYPE_CHECKING:
-    from ablate.algorithms import Algorithm
-
 BaselineFn = Callable[[Tensor], Tensor]  # rewards [n, G] -> baseline [n, G]
 # centred, rewards, completion lengths [n, G] -> scaled [n, G]
-ScaleFn = Callable[[Tensor, Tensor, "Tensor | None", "Algorithm"], Tensor]
+ScaleFn = Callable[[Tensor, Tensor, "Tensor | None", AlgorithmFields], Tensor]
 RatioFn = Callable[[Tensor, Tensor, Tensor], Tensor]  # logp, old_logp, mask [B, T] -> log r [B, T]
 # loss, mask [B, T], L, group ids [B] -> scalar
 AggFn = Callable[[Tensor, Tensor, "int | None", "Tensor | None"], Tensor]
@@ -85,22 +85,33 @@ def no_baseline(rewards: Tensor) -> Tensor:
     return torch.zeros_like(rewards)
 
 
-@SCALES.register("group_std")
-def group_std_scale(centred: Tensor, rewards: Tensor, lengths: Tensor | None, algo: Algorithm):
+# The std scales read these two fields; token_whiten (verl's fixed form) and none read neither.
+STD_READS = (
+    FieldRule("std_unbiased", lambda v, a: isinstance(v, bool), "must be True or False"),
+    FieldRule("std_eps", lambda v, a: finite(v) and v >= 0, "must be a finite number >= 0"),
+)
+
+
+@SCALES.register("group_std", reads=STD_READS)
+def group_std_scale(
+    centred: Tensor, rewards: Tensor, lengths: Tensor | None, algo: AlgorithmFields
+):
     correction = 1 if algo.std_unbiased and rewards.shape[1] > 1 else 0
     std = rewards.std(dim=1, keepdim=True, correction=correction)
     return _divide_or_zero(centred, std + algo.std_eps)
 
 
-@SCALES.register("batch_std")
-def batch_std_scale(centred: Tensor, rewards: Tensor, lengths: Tensor | None, algo: Algorithm):
+@SCALES.register("batch_std", reads=STD_READS)
+def batch_std_scale(
+    centred: Tensor, rewards: Tensor, lengths: Tensor | None, algo: AlgorithmFields
+):
     # Lite-PPO / TRL scale_rewards="batch": group mean, but the std of all rewards in the batch.
     correction = 1 if algo.std_unbiased and rewards.numel() > 1 else 0
     std = rewards.reshape(-1).std(correction=correction)
     return _divide_or_zero(centred, std + algo.std_eps)
 
 
-@SCALES.register("batch_centred_std")
+@SCALES.register("batch_centred_std", reads=STD_READS)
 def batch_centred_std_scale(centred: Tensor, rewards: Tensor, lengths: Tensor | None, algo):
     # ScaleRL (arXiv 2510.13786) batch-level advantage normalisation: the std of the
     # group-centred advantages over the whole batch, one value per completion.
@@ -126,12 +137,16 @@ def token_whiten_scale(centred: Tensor, rewards: Tensor, lengths: Tensor | None,
 
 
 @SCALES.register("none")
-def no_scale(centred: Tensor, rewards: Tensor, lengths: Tensor | None, algo: Algorithm):
+def no_scale(centred: Tensor, rewards: Tensor, lengths: Tensor | None, algo: AlgorithmFields):
     return centred
 
 
+#: The fields the group-relative advantage estimator reads (the other estimators ignore them).
+GROUP_READS = ("baseline", "scale", *SCALES.fields_read())
+
+
 def group_advantages(
-    rewards: Tensor, group_size: int, algo: Algorithm, *, lengths: Tensor | None = None
+    rewards: Tensor, group_size: int, algo: AlgorithmFields, *, lengths: Tensor | None = None
 ) -> Tensor:
     """Group-relative advantages [B] from rewards [B] in contiguous groups of `group_size`;
     `lengths` [B] (completion tokens) are read by token-weighted scales.
@@ -221,7 +236,16 @@ def seq_mean_token_sum(
     return masked_sum(loss, mask, dim=-1).sum() / _rows(mask)
 
 
-@AGGREGATIONS.register("seq_mean_token_sum_norm")
+def _norm_constant_ok(v: Any, algo: AlgorithmFields) -> bool:
+    return v is None or (isinstance(v, int) and not isinstance(v, bool) and v >= 1)
+
+
+NORM_CONSTANT = FieldRule(
+    "loss_norm_constant", _norm_constant_ok, "must be a positive integer or None (max new tokens)"
+)
+
+
+@AGGREGATIONS.register("seq_mean_token_sum_norm", reads=(NORM_CONSTANT,))
 def seq_mean_token_sum_norm(
     loss: Tensor, mask: Tensor, norm_constant: int | None, group_ids=None
 ) -> Tensor:
@@ -254,13 +278,25 @@ def token_sum(loss: Tensor, mask: Tensor, norm_constant: int | None, group_ids=N
     return masked_sum(loss, mask)
 
 
+#: Each factor's registry by the `Algorithm` field that chooses its entry (the checks read the
+#: fields each entry declares from here).
+FACTORS: dict[str, Registry] = {
+    "baseline": BASELINES,
+    "scale": SCALES,
+    "ratio_level": RATIOS,
+    "surrogate": SURROGATES,
+    "kl_estimator": KL_ESTIMATORS,
+    "loss_agg": AGGREGATIONS,
+}
+
+
 # --- the composed loss ------------------------------------------------------------------------
 def policy_loss(
     logp: Tensor,
     old_logp: Tensor,
     advantages: Tensor,
     mask: Tensor,
-    algo: Algorithm,
+    algo: AlgorithmFields,
     *,
     ref_logp: Tensor | None = None,
     entropy: Tensor | None = None,
@@ -292,7 +328,7 @@ def policy_loss(
         loss_tok = loss_tok - algo.entropy_coef * entropy
     aggregate = AGGREGATIONS.get(algo.loss_agg)
     loss = aggregate(loss_tok, mask, algo.loss_norm_constant, group_ids)
-    stats = loss_stats(logp, old_logp, log_ratio, adv, mask, algo, kl_tok, entropy)
+    stats = loss_stats(logp, old_logp, mask, kl_tok, entropy)
     stats.update({k: float(v) for k, v in surrogate_stats.items()})
     stats["pg_loss"] = float(aggregate(pg_tok.detach(), mask, algo.loss_norm_constant, group_ids))
     stats["loss"] = float(loss.detach())
@@ -320,20 +356,13 @@ def _check_shapes(logp, old_logp, advantages, mask, ref_logp, entropy) -> None:
 def loss_stats(
     logp: Tensor,
     old_logp: Tensor,
-    log_ratio: Tensor,
-    adv: Tensor,
     mask: Tensor,
-    algo: Algorithm,
     kl_tok: Tensor | None,
     entropy: Tensor | None,
 ) -> dict[str, float]:
-    """Clip fractions, ratio statistics and KLs over the masked tokens, as floats."""
+    """Ratio statistics, KLs and entropy over the masked tokens, as floats (what a surrogate
+    clipped, gated or selected is in its own diagnostics)."""
     m = mask > 0
-    n_tok = mask.sum().clamp(min=1)
-    eff = torch.exp(log_ratio.clamp(-LOG_RATIO_LIMIT, LOG_RATIO_LIMIT))  # ratio used in the clip
-    low = m & (adv < 0) & (eff < 1.0 - algo.clip_low)
-    high = m & (adv > 0) & (eff > 1.0 + algo.clip_high)
-    dual = m & (adv < 0) & (eff > algo.dual_clip) if algo.dual_clip else torch.zeros_like(m)
     tok_log = (logp - old_logp).clamp(-LOG_RATIO_LIMIT, LOG_RATIO_LIMIT)
     r = torch.exp(tok_log)
     r_mean = masked_mean(r, mask)
@@ -344,10 +373,6 @@ def loss_stats(
     any_tok = bool(m.any())
     one = r_mean.new_tensor(1.0)
     values = {
-        "clip_frac_low": low.sum() / n_tok,
-        "clip_frac_high": high.sum() / n_tok,
-        "clip_frac": (low | high).sum() / n_tok,
-        "dual_clip_frac": dual.sum() / n_tok,
         "ratio_mean": r_mean if any_tok else one,
         "ratio_max": r[m].max() if any_tok else one,
         "ratio_min": r[m].min() if any_tok else one,

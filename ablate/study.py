@@ -21,6 +21,7 @@ from typing import Any
 from ablate.algorithms import Algorithm
 from ablate.errors import AblateError, StudyError, StudyWarning
 from ablate.spec import Budget, CurveSpec, Engine, EvalSpec, Optim, TrialSpec
+from ablate.study_checks import study_problems, study_warnings
 
 __all__ = [
     "Arm",
@@ -254,8 +255,6 @@ class Study:
         for name in ("base_models", "arms", "templates", "seeds", "extra"):
             object.__setattr__(self, name, tuple(getattr(self, name)))
         object.__setattr__(self, "arms", _with_replicates_resolved(_collapsed(self.arms)))
-        from ablate.study_checks import study_problems, study_warnings
-
         problems = study_problems(self)
         if len(problems) == 1:
             raise StudyError(f"study {self.name!r}: {problems[0]}")

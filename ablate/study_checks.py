@@ -1,17 +1,21 @@
-"""Every check a study must pass before anything runs; each returns readable problems."""
+"""Every check a study must pass before anything runs; each returns readable problems.
+
+The checks read a `Study` through its attributes and import nothing from `ablate.study`, which
+imports them.
+"""
 
 from __future__ import annotations
 
 import dataclasses
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Any, TypeAlias
 
 from ablate.errors import AblateError
 from ablate.spec import setting_problems
 
-if TYPE_CHECKING:
-    from ablate.study import Study
+#: An `ablate.study.Study` (not imported: study imports this module).
+Study: TypeAlias = Any
 
 
 def study_problems(study: Study) -> list[str]:

@@ -1,6 +1,8 @@
 """The policy surrogate: per-token losses [B, T] from log-ratios and advantages, one function per
 `Algorithm.surrogate` value, all with one signature. Each returns the loss (before aggregation)
-and its own diagnostics (detached scalars: what was clipped, gated or selected).
+and its own diagnostics (detached scalars: what was clipped, gated or selected), and declares
+the `Algorithm` fields it reads with the values it accepts (`reads=`): the algorithm's checks
+and the peer tables derive from those declarations.
 
 Shapes: B completions, T completion-token positions; `adv` is [B, 1] (one per completion) or
 [B, T] (per token); `log_ratio` is log(π/π_old) as the ratio stage made it.
@@ -10,27 +12,70 @@ Formulas checked against verl 0.9.1 `core_algos.py` (compute_policy_loss_*), our
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import Any
 
 import torch
 from torch import Tensor
 
 from ablate.masked import LOG_RATIO_LIMIT, masked_mean, masked_sum
-from ablate.registry import Registry
+from ablate.registry import AlgorithmFields, FieldRule, Registry, finite
 
-if TYPE_CHECKING:
-    from ablate.algorithms import Algorithm
-
-# logp, log_ratio, adv, mask [B, T] (adv [B, 1] or [B, T]) -> (loss [B, T], diagnostics)
-SurrogateFn = Callable[[Tensor, Tensor, Tensor, Tensor, "Algorithm"], tuple[Tensor, dict]]
+# logp, log_ratio, adv, mask [B, T] (adv [B, 1] or [B, T]), algo -> (loss [B, T], diagnostics)
+SurrogateFn = Callable[[Tensor, Tensor, Tensor, Tensor, AlgorithmFields], tuple[Tensor, dict]]
 SURROGATES: Registry[SurrogateFn] = Registry("surrogate")
+
+
+def _at_least_zero(v: Any, algo: AlgorithmFields) -> bool:
+    return finite(v) and v >= 0
+
+
+def _above_zero(v: Any, algo: AlgorithmFields) -> bool:
+    return finite(v) and v > 0
+
+
+# --- the fields the surrogates read, with the values each accepts --------------------------------
+# A bound of 0 (clip_low=1) is "no lower bound": MiniMax's for CISPO's stop-gradient weight, and
+# the Clip-Cov authors' (their scripts set clip_ratio_low=high=1). Elsewhere a clip at ratio 0 is
+# a mistake.
+CLIP_LOW = FieldRule(
+    "clip_low",
+    lambda v, a: finite(v) and 0 <= v < 1,
+    "must be a number in [0, 1) (the ratio is clipped at 1 - clip_low > 0)",
+)
+CLIP_LOW_OR_UNBOUNDED = FieldRule(
+    "clip_low",
+    lambda v, a: finite(v) and 0 <= v <= 1,
+    "must be a number in [0, 1] (1 = no lower bound)",
+)
+CLIP_HIGH = FieldRule("clip_high", _at_least_zero, "must be a finite number >= 0")
+DUAL_CLIP = FieldRule(
+    "dual_clip",
+    lambda v, a: v is None or (finite(v) and v > 1),
+    "must be None (off) or a number > 1 (verl uses 3.0)",
+)
+SAPO_TAUS = tuple(
+    FieldRule(name, _above_zero, "must be a number > 0 (SAPO uses 1.0 and 1.05)")
+    for name in ("sapo_tau_pos", "sapo_tau_neg")
+)
+COV_FRACTION = FieldRule(
+    "cov_fraction", lambda v, a: finite(v) and 0 < v <= 1, "must be in (0, 1] (verl uses 2e-4)"
+)
+COV_BOUNDS = (
+    FieldRule(
+        "cov_clip_low",
+        lambda v, a: finite(v) and finite(a.cov_clip_high) and v < a.cov_clip_high,
+        "must be a number below cov_clip_high={algo.cov_clip_high!r}",
+    ),
+    FieldRule("cov_clip_high"),  # its range is cov_clip_low's rule
+)
+KL_COV_COEF = FieldRule("kl_cov_coef", _at_least_zero, "must be a finite number >= 0")
 
 
 def _ratio(log_ratio: Tensor) -> Tensor:
     return torch.exp(log_ratio.clamp(-LOG_RATIO_LIMIT, LOG_RATIO_LIMIT))
 
 
-def clipped_surrogate(log_ratio: Tensor, adv: Tensor, algo: Algorithm) -> Tensor:
+def clipped_surrogate(log_ratio: Tensor, adv: Tensor, algo: AlgorithmFields) -> Tensor:
     """Per-token PPO loss [B, T] with decoupled clip bounds and optional dual clip."""
     ratio = _ratio(log_ratio)
     unclipped = -adv * ratio
@@ -41,14 +86,32 @@ def clipped_surrogate(log_ratio: Tensor, adv: Tensor, algo: Algorithm) -> Tensor
     return loss
 
 
-@SURROGATES.register("clip")
-def clip(logp: Tensor, log_ratio: Tensor, adv: Tensor, mask: Tensor, algo: Algorithm):
-    # PPO (Schulman et al. 2017, Eq. 7); its clip fractions are in objective.loss_stats.
-    return clipped_surrogate(log_ratio, adv, algo), {}
+@torch.no_grad()
+def clip_fractions(log_ratio: Tensor, adv: Tensor, mask: Tensor, algo: AlgorithmFields) -> dict:
+    """Shares of the masked tokens the clipped surrogate cuts: below 1 - clip_low with A < 0,
+    above 1 + clip_high with A > 0, either, and above the dual clip with A < 0 (float32)."""
+    m = mask > 0
+    n_tok = mask.sum().clamp(min=1)
+    eff = _ratio(log_ratio)  # the ratio the clip sees
+    low = m & (adv < 0) & (eff < 1.0 - algo.clip_low)
+    high = m & (adv > 0) & (eff > 1.0 + algo.clip_high)
+    dual = m & (adv < 0) & (eff > algo.dual_clip) if algo.dual_clip else torch.zeros_like(m)
+    return {
+        "clip_frac_low": (low.sum() / n_tok).float(),
+        "clip_frac_high": (high.sum() / n_tok).float(),
+        "clip_frac": ((low | high).sum() / n_tok).float(),
+        "dual_clip_frac": (dual.sum() / n_tok).float(),
+    }
 
 
-@SURROGATES.register("cispo")
-def cispo(logp: Tensor, log_ratio: Tensor, adv: Tensor, mask: Tensor, algo: Algorithm):
+@SURROGATES.register("clip", reads=(CLIP_LOW, CLIP_HIGH, DUAL_CLIP))
+def clip(logp: Tensor, log_ratio: Tensor, adv: Tensor, mask: Tensor, algo: AlgorithmFields):
+    # PPO (Schulman et al. 2017, Eq. 7)
+    return clipped_surrogate(log_ratio, adv, algo), clip_fractions(log_ratio, adv, mask, algo)
+
+
+@SURROGATES.register("cispo", reads=(CLIP_LOW_OR_UNBOUNDED, CLIP_HIGH))
+def cispo(logp: Tensor, log_ratio: Tensor, adv: Tensor, mask: Tensor, algo: AlgorithmFields):
     # MiniMax-M1 (arXiv 2506.13585) §3.1: sg(clip(r)) · A · log π — a clipped token keeps its
     # gradient through log π, scaled by the truncated weight.
     ratio = _ratio(log_ratio)
@@ -57,8 +120,8 @@ def cispo(logp: Tensor, log_ratio: Tensor, adv: Tensor, mask: Tensor, algo: Algo
     return -weight * adv * logp, stats
 
 
-@SURROGATES.register("sapo")
-def sapo(logp: Tensor, log_ratio: Tensor, adv: Tensor, mask: Tensor, algo: Algorithm):
+@SURROGATES.register("sapo", reads=SAPO_TAUS)
+def sapo(logp: Tensor, log_ratio: Tensor, adv: Tensor, mask: Tensor, algo: AlgorithmFields):
     # SAPO (arXiv 2511.20347): the hard clip becomes a gate f(r) = σ(τ(r - 1))·4/τ (slope 1 at
     # r = 1), with τ_pos for A > 0 and τ_neg otherwise.
     ratio = _ratio(log_ratio)
@@ -69,8 +132,8 @@ def sapo(logp: Tensor, log_ratio: Tensor, adv: Tensor, mask: Tensor, algo: Algor
     return -gate * adv, stats
 
 
-@SURROGATES.register("gmpo")
-def gmpo(logp: Tensor, log_ratio: Tensor, adv: Tensor, mask: Tensor, algo: Algorithm):
+@SURROGATES.register("gmpo", reads=(CLIP_LOW, CLIP_HIGH))
+def gmpo(logp: Tensor, log_ratio: Tensor, adv: Tensor, mask: Tensor, algo: AlgorithmFields):
     # GMPO (arXiv 2507.20673): per sequence, the geometric mean of the token ratios, each
     # clipped in log space to [-clip_low, clip_high] on the side the advantage's sign makes
     # pessimistic. One loss per sequence, broadcast over its tokens: a sequence-mean
@@ -98,11 +161,14 @@ def _covariance(adv_tok: Tensor, logp: Tensor, mask: Tensor) -> Tensor:
     return a * (lp - masked_mean(lp, mask))
 
 
-@SURROGATES.register("clip_cov")
-def clip_cov(logp: Tensor, log_ratio: Tensor, adv: Tensor, mask: Tensor, algo: Algorithm):
+@SURROGATES.register(
+    "clip_cov", reads=(CLIP_LOW_OR_UNBOUNDED, CLIP_HIGH, COV_FRACTION, *COV_BOUNDS)
+)
+def clip_cov(logp: Tensor, log_ratio: Tensor, adv: Tensor, mask: Tensor, algo: AlgorithmFields):
     # Cui et al. 2025 (arXiv 2505.22617) Clip-Cov: among unclipped tokens whose covariance lies
     # in (cov_clip_low, cov_clip_high), a random cov_fraction of all tokens is detached (loss and
-    # gradient 0). The draw uses torch's global generator, seeded per trial (seeding.py).
+    # gradient 0). The draw uses torch's global generator, seeded per trial (seeding.py). Like
+    # verl's, no dual clip: dual_clip is not read here, so it stays None (dual_clip_frac 0).
     unclipped = -adv * _ratio(log_ratio)
     loss = clipped_surrogate(log_ratio, adv, algo)
     clipped_by_ppo = (loss > unclipped) & (mask > 0)
@@ -115,12 +181,13 @@ def clip_cov(logp: Tensor, log_ratio: Tensor, adv: Tensor, mask: Tensor, algo: A
     if len(candidates):
         chosen = candidates[torch.randperm(len(candidates))[:count]]
         keep[chosen[:, 0], chosen[:, 1]] = 0.0
-    stats = {"cov_selected_frac": masked_mean((keep == 0).float(), mask)}
+    stats = clip_fractions(log_ratio, adv, mask, algo)
+    stats["cov_selected_frac"] = masked_mean((keep == 0).float(), mask)
     return loss * keep, stats
 
 
-@SURROGATES.register("kl_cov")
-def kl_cov(logp: Tensor, log_ratio: Tensor, adv: Tensor, mask: Tensor, algo: Algorithm):
+@SURROGATES.register("kl_cov", reads=(COV_FRACTION, KL_COV_COEF))
+def kl_cov(logp: Tensor, log_ratio: Tensor, adv: Tensor, mask: Tensor, algo: AlgorithmFields):
     # Cui et al. 2025 (arXiv 2505.22617) KL-Cov: no clip; the top cov_fraction of tokens by
     # covariance get kl_cov_coef · |log r| added to the policy-gradient loss.
     ratio = _ratio(log_ratio)

@@ -9,6 +9,7 @@ import warnings
 import pytest
 
 from ablate import objective, shaping
+from ablate.algorithm_checks import unread_fields
 from ablate.algorithms import Algorithm, field_docs
 from ablate.errors import ConfigError
 from ablate.registry import Registry
@@ -66,15 +67,7 @@ def test_every_field_has_a_one_line_docstring():
 
 @pytest.mark.parametrize(
     ("field", "registry"),
-    [
-        ("baseline", objective.BASELINES),
-        ("scale", objective.SCALES),
-        ("ratio_level", objective.RATIOS),
-        ("loss_agg", objective.AGGREGATIONS),
-        ("kl_estimator", objective.KL_ESTIMATORS),
-        ("surrogate", objective.SURROGATES),
-        ("rollout_correction", shaping.ROLLOUT_CORRECTIONS),
-    ],
+    [*objective.FACTORS.items(), ("rollout_correction", shaping.ROLLOUT_CORRECTIONS)],
 )
 def test_literal_values_equal_registry_names(field, registry):
     hint = typing.get_type_hints(Algorithm)[field]
@@ -118,8 +111,13 @@ def test_bad_values_are_refused(kwargs):
 
 
 def test_cross_field_rules():
-    with pytest.raises(ConfigError, match="only applies to loss_agg='seq_mean_token_sum_norm'"):
+    with pytest.raises(ConfigError) as err:
         Algorithm(loss_norm_constant=100)
+    assert (
+        "loss_norm_constant=100 does nothing with loss_agg='seq_mean_token_mean' (only "
+        "loss_agg='seq_mean_token_sum_norm' reads it); remove it, or use "
+        "loss_agg='seq_mean_token_sum_norm'"
+    ) in str(err.value)
     with pytest.raises(ConfigError, match="no-op"):
         Algorithm(overlong_buffer=8, overlong_penalty=0.0)
 
@@ -151,9 +149,73 @@ def test_critic_fields_are_refused_with_group_advantages(field, value):
     with pytest.raises(ConfigError) as err:
         Algorithm(**{field: value})
     msg = str(err.value)
-    assert f"{field}={value!r} does nothing with advantage='group' (there is no critic)" in msg
+    assert f"{field}={value!r} does nothing with advantage='group' (only advantage='gae'" in msg
     assert "use advantage='gae'" in msg
     assert getattr(Algorithm(advantage="gae", **{field: value}), field) == value
+
+
+@pytest.mark.parametrize(
+    ("surrogate", "field", "value", "readers"),
+    [
+        ("clip", "sapo_tau_pos", 2.0, "surrogate='sapo'"),
+        ("sapo", "clip_high", 0.28, "surrogate='clip', 'cispo', 'gmpo' or 'clip_cov'"),
+        ("cispo", "dual_clip", 3.0, "surrogate='clip'"),
+        ("kl_cov", "cov_clip_low", 0.5, "surrogate='clip_cov'"),
+        ("clip_cov", "kl_cov_coef", 0.5, "surrogate='kl_cov'"),
+        ("gmpo", "cov_fraction", 0.1, "surrogate='clip_cov' or 'kl_cov'"),
+    ],
+)
+def test_a_field_the_chosen_surrogate_does_not_read_is_refused(surrogate, field, value, readers):
+    with pytest.raises(ConfigError) as err:
+        Algorithm(surrogate=surrogate, **{field: value})
+    assert (
+        f"{field}={value!r} does nothing with surrogate={surrogate!r} (only {readers} reads it)"
+    ) in str(err.value)
+
+
+@pytest.mark.parametrize("scale", ["token_whiten", "none"])
+@pytest.mark.parametrize(("field", "value"), [("std_unbiased", False), ("std_eps", 1e-4)])
+def test_std_fields_are_refused_with_a_scale_that_takes_no_std(scale, field, value):
+    with pytest.raises(ConfigError, match=f"{field}={value!r} does nothing with scale={scale!r}"):
+        Algorithm(scale=scale, **{field: value})
+    assert getattr(Algorithm(scale="batch_std", **{field: value}), field) == value
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"surrogate": "sapo", "sapo_tau_neg": 0.0}, "sapo_tau_neg=0.0 must be a number > 0 (SAPO"),
+        ({"surrogate": "clip_cov", "cov_fraction": 2.0}, "cov_fraction=2.0 must be in (0, 1]"),
+        ({"surrogate": "clip_cov", "cov_clip_low": 6.0}, "below cov_clip_high=5.0"),
+        ({"surrogate": "kl_cov", "kl_cov_coef": -1.0}, "kl_cov_coef=-1.0 must be a finite"),
+        ({"clip_low": 1.0}, "clip_low=1.0 must be a number in [0, 1)"),
+        ({"dual_clip": 1.0}, "dual_clip=1.0 must be None (off) or a number > 1"),
+    ],
+)
+def test_ranges_come_from_the_reading_entrys_declaration(kwargs, message):
+    with pytest.raises(ConfigError) as err:
+        Algorithm(**kwargs)
+    assert message in str(err.value)
+
+
+def test_no_lower_clip_bound_is_accepted_where_the_surrogate_takes_it():
+    for surrogate in ("cispo", "clip_cov"):
+        assert Algorithm(surrogate=surrogate, clip_low=1.0).clip_low == 1.0
+
+
+def test_a_bool_set_to_an_int_is_not_taken_for_its_default():
+    with pytest.raises(ConfigError, match="whiten_advantages=1 does nothing"):
+        Algorithm(whiten_advantages=1)
+
+
+def test_unread_fields_are_explained_by_the_first_factor_that_ignores_them():
+    unread = unread_fields(Algorithm(advantage="gae"))
+    assert {"baseline", "scale", "std_unbiased", "std_eps"} <= unread.keys()
+    assert unread["std_eps"].factor == "advantage"  # not the scale's: the scale itself is unread
+    assert unread_fields(Algorithm(scale="none"))["std_eps"].factor == "scale"
+    assert "sapo_tau_pos" in unread_fields(Algorithm()) and "clip_low" not in unread_fields(
+        Algorithm()
+    )
 
 
 def test_data_side_factors_stay_available_to_gae():

@@ -114,7 +114,7 @@ MALFORMED = [
     ({"arms": [arm("a", "grpo"), arm("a", "dapo")]}, "duplicate arm names ['a']"),
     ({"base_models": ["no_such_model"]}, "unknown base model 'no_such_model'"),
     ({"templates": ["chat"]}, "unknown template 'chat'"),
-    ({"arms": [arm("x", "grpo", clip_low=1.5)]}, "clip_low=1.5 must be < 1"),
+    ({"arms": [arm("x", "grpo", clip_low=1.5)]}, "clip_low=1.5 must be a number in [0, 1)"),
     ({"arms": [arm("x", "grpo", not_a_field=1)]}, "unexpected keyword argument 'not_a_field'"),
     ({"arms": [arm("x", "no_preset")]}, "unknown preset 'no_preset'"),
     ({"arms": []}, "arms is empty"),

@@ -4,13 +4,14 @@ loop references written from the papers' formulas, finite-difference gradients a
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pytest
 import torch
 
 from ablate.algorithms import Algorithm
-from ablate.objective import AGGREGATIONS, group_advantages, policy_loss
+from ablate.objective import AGGREGATIONS, FACTORS, SCALES, group_advantages, policy_loss
 from ablate.shaping import ROLLOUT_CORRECTIONS
 from ablate.surrogates import SURROGATES
 
@@ -121,6 +122,66 @@ def test_surrogate_matches_loop_reference_value_and_finite_difference_gradient(n
         if name in ("clip_cov", "kl_cov"):  # the selection is a step function: compare off it
             grad = torch.where(x.grad == 0, torch.zeros_like(grad), grad)
         torch.testing.assert_close(x.grad, grad, atol=1e-6, rtol=1e-5)
+
+
+class Reads:
+    """An algorithm that records which of its fields are read."""
+
+    def __init__(self, algo: Algorithm) -> None:
+        self._algo, self.read = algo, set()
+
+    def __getattr__(self, name: str):
+        self.read.add(name)
+        return getattr(self._algo, name)
+
+
+def _declared(registry, name) -> set[str]:
+    return {rule.field for rule in registry.reads(name)}
+
+
+@pytest.mark.parametrize("name", SURROGATES.names())
+def test_each_surrogate_reads_exactly_the_fields_it_declares(name):
+    logp, old, mask, adv = _batch(0)
+    algo = Reads(Algorithm(surrogate=name, **SETTINGS[name]))
+    SURROGATES.get(name)(logp, logp - old, adv.unsqueeze(-1), mask, algo)
+    # clip_cov shares the clipped surrogate's code, which looks at dual_clip: clip_cov does not
+    # read it (like verl's), so the checks keep it None there
+    extra = {"dual_clip"} if name == "clip_cov" else set()
+    assert algo.read == _declared(SURROGATES, name) | extra
+
+
+@pytest.mark.parametrize("name", SCALES.names())
+def test_each_scale_reads_exactly_the_fields_it_declares(name):
+    rewards = torch.tensor([[1.0, 0.0, 1.0], [0.0, 0.0, 1.0]])
+    algo = Reads(Algorithm(scale=name, baseline="none" if name == "token_whiten" else "group_mean"))
+    SCALES.get(name)(rewards - rewards.mean(), rewards, torch.full((2, 3), 4), algo)
+    assert algo.read == _declared(SCALES, name)
+
+
+def test_every_declared_field_is_an_algorithm_field():
+    names = {f.name for f in dataclasses.fields(Algorithm)}
+    for registry in FACTORS.values():
+        assert set(registry.fields_read()) <= names, registry.factor
+
+
+@pytest.mark.parametrize("name", SURROGATES.names())
+def test_clip_fractions_come_from_the_clip_family_only(name):
+    logp, old, mask, adv = _batch(1)
+    _, stats = policy_loss(logp, old, adv, mask, Algorithm(surrogate=name, **SETTINGS[name]))
+    keys = {"clip_frac_low", "clip_frac_high", "clip_frac", "dual_clip_frac"}
+    # the others' clip (cispo's weight, gmpo's log-ratio) have their own statistics
+    assert keys <= stats.keys() if name in ("clip", "clip_cov") else not keys & stats.keys()
+    assert {"ratio_mean", "ratio_var", "kl_old"} <= stats.keys()  # every surrogate's
+
+
+def test_clip_cov_reports_the_clip_fractions_of_its_clipped_surrogate():
+    logp, old, mask, adv = _batch(2, b=6, t=6)
+    a = Algorithm(surrogate="clip_cov", clip_low=0.1, clip_high=0.1)
+    _, cov = policy_loss(logp, old, adv, mask, a)
+    _, clip = policy_loss(logp, old, adv, mask, Algorithm(clip_low=0.1, clip_high=0.1))
+    for key in ("clip_frac_low", "clip_frac_high", "clip_frac", "dual_clip_frac"):
+        assert cov[key] == clip[key]
+    assert clip["clip_frac"] > 0
 
 
 def test_cispo_keeps_the_gradient_of_a_clipped_token():

@@ -19,9 +19,10 @@ from ablate.peers.model import (
     Variant,
     choose,
     field_names,
-    is_inert,
+    inert_fields,
     value_class,
     value_classes,
+    variants,
 )
 
 PEERS: dict[str, ModuleType] = {"trl": trl, "verl": verl}
@@ -68,8 +69,9 @@ def export_config(
         algo = dataclasses.replace(algo, loss_norm_constant=None)  # the same constant
     resolved = algo.resolve(max_new_tokens=budget.max_new_tokens)
     lines, problems = [], []
-    for f in field_names():
-        if is_inert(f, algo):
+    inert = inert_fields(algo)
+    for f in field_names(type(algo)):
+        if f in inert:
             continue
         variant = choose(table, f, algo)
         shown = f"{f}={getattr(algo, f)!r}"
@@ -217,13 +219,14 @@ def _variant_text(v: Variant, name: str) -> str:
     return f"{head}{label}" + (f": {body}" if body else "")
 
 
-def matrix_rows() -> list[tuple[str, str, str, str]]:
-    """(field, value class, TRL, verl) for every field and value class, in field order."""
+def matrix_rows(cls: type = Algorithm) -> list[tuple[str, str, str, str]]:
+    """(field, value class, TRL, verl) for every field and value class of `cls`, in field
+    order (a value or field a table does not list shows as unmapped)."""
     rows = []
-    for name in field_names():
-        for label, _ in value_classes(name):
+    for name in field_names(cls):
+        for label, _ in value_classes(name, cls):
             cells = [
-                "\n".join(_variant_text(v, name) for v in PEERS[p].TABLE[name][label])
+                "\n".join(_variant_text(v, name) for v in variants(PEERS[p].TABLE, name, label))
                 for p in ("trl", "verl")
             ]
             rows.append((name, label, *cells))

@@ -5,7 +5,9 @@ A table maps field → value class → variants. A value class is a Literal valu
 named range of a numeric field ("0", "above 0"). A variant is one answer — exact (the config keys),
 approximate (keys and what differs), cannot (why), or moot (another field refuses in that case) —
 that applies `when` other fields have the given value classes; the first matching variant wins,
-and the last one of every list applies unconditionally.
+and the last one of every list applies unconditionally. A value or field a table does not list
+cannot be exported (a new surrogate and its fields are refused until a table maps them), and a
+field the algorithm does not read (declared by the registries' `reads=`) needs no key.
 
 Standard library only, like `ablate.algorithms`: the tables are data, read by the matrix, the
 export and the tests.
@@ -18,7 +20,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any, Literal, get_args, get_type_hints
 
-from ablate.algorithm_checks import GAE_ONLY_FIELDS, GROUP_ONLY_FIELDS, SURROGATE_FIELDS
+from ablate.algorithm_checks import unread_fields
 from ablate.algorithms import Algorithm
 from ablate.spec import Budget
 
@@ -110,7 +112,8 @@ ANY: tuple[tuple[str, ValueTest], ...] = (("any", _any),)
 OPTIONAL: tuple[tuple[str, ValueTest], ...] = (("None", _is_none), ("a number", _any))
 ZERO_OR_MORE: tuple[tuple[str, ValueTest], ...] = (("0", _zero), ("above 0", _any))
 
-#: Value classes of the fields that are neither Literal nor bool, first match wins.
+#: Value classes of the fields that are neither Literal nor bool, first match wins (a field not
+#: listed is one class, "any").
 NUMERIC_CLASSES: dict[str, tuple[tuple[str, ValueTest], ...]] = {
     "std_eps": (
         ("1e-6", lambda v, a: v == 1e-6),
@@ -149,36 +152,31 @@ NUMERIC_CLASSES: dict[str, tuple[tuple[str, ValueTest], ...]] = {
 }
 
 
-def field_names() -> tuple[str, ...]:
-    return tuple(f.name for f in fields(Algorithm))
+def field_names(cls: type = Algorithm) -> tuple[str, ...]:
+    return tuple(f.name for f in fields(cls))
 
 
 @functools.cache
-def value_classes(name: str) -> tuple[tuple[str, ValueTest], ...]:
+def value_classes(name: str, cls: type = Algorithm) -> tuple[tuple[str, ValueTest], ...]:
     """The value classes of field `name`: its Literal values, True/False, or NUMERIC_CLASSES."""
-    hint = get_type_hints(Algorithm)[name]
+    hint = get_type_hints(cls)[name]
     values = get_args(hint)
     if values and all(isinstance(v, str) for v in values):
         return tuple((v, lambda x, a, v=v: x == v) for v in values)
     if hint is bool:
         return (("True", lambda x, a: x is True), ("False", lambda x, a: x is False))
-    return NUMERIC_CLASSES[name]
+    return NUMERIC_CLASSES.get(name, ANY)
 
 
 def value_class(name: str, algo: Algorithm) -> str:
     value = getattr(algo, name)
-    return next(label for label, test in value_classes(name) if test(value, algo))
+    return next(label for label, test in value_classes(name, type(algo)) if test(value, algo))
 
 
 # --- fields an algorithm does not read -----------------------------------------------------------
-_STD_SCALES = ("group_std", "batch_std", "batch_centred_std")
+# Besides those the chosen estimator and registry entries do not read (their `reads=`): fields
+# that another field switches off.
 _INERT: dict[str, tuple[str, Callable[[Algorithm], bool]]] = {
-    "std_unbiased": ("no std scale", lambda a: a.scale not in _STD_SCALES),
-    "std_eps": ("no std scale", lambda a: a.scale not in _STD_SCALES),
-    "loss_norm_constant": (
-        "not seq_mean_token_sum_norm",
-        lambda a: a.loss_agg != "seq_mean_token_sum_norm",
-    ),
     "kl_estimator": ("kl_coef=0", lambda a: a.kl_coef == 0),
     "kl_in": ("kl_coef=0", lambda a: a.kl_coef == 0),
     "max_gen_batches": ("no dynamic sampling", lambda a: not a.dynamic_sampling),
@@ -187,21 +185,23 @@ _INERT: dict[str, tuple[str, Callable[[Algorithm], bool]]] = {
 }
 
 
-def is_inert(name: str, algo: Algorithm) -> bool:
-    """Whether `algo` never reads field `name` (its value then needs no peer key)."""
-    if name in GAE_ONLY_FIELDS and algo.advantage != "gae":
-        return True
-    if name in GROUP_ONLY_FIELDS and algo.advantage == "gae":
-        return True
-    if name in SURROGATE_FIELDS and algo.surrogate not in SURROGATE_FIELDS[name]:
-        return True
-    rule = _INERT.get(name)
-    return rule is not None and rule[1](algo)
+def inert_fields(algo: Algorithm) -> set[str]:
+    """The fields `algo` never reads (their values then need no peer key)."""
+    return set(unread_fields(algo)) | {name for name, (_, off) in _INERT.items() if off(algo)}
+
+
+#: What a table that does not list a value or field answers: it cannot be exported.
+UNMAPPED = (cannot("not in this trainer's table in ablate/peers/ (unmapped: not exported)"),)
+
+
+def variants(table: Table, name: str, label: str) -> tuple[Variant, ...]:
+    """The variants of `table` for field `name` in value class `label` (UNMAPPED if none)."""
+    return table.get(name, {}).get(label, UNMAPPED)
 
 
 def choose(table: Table, name: str, algo: Algorithm) -> Variant:
     """The variant of `table` for field `name` of `algo` (first whose `when` matches)."""
-    for variant in table[name][value_class(name, algo)]:
+    for variant in variants(table, name, value_class(name, algo)):
         if all(value_class(k, algo) in allowed for k, allowed in variant.when.items()):
             return variant
     raise LookupError(f"no variant of {name}={getattr(algo, name)!r} matches (table bug)")

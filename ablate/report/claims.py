@@ -138,6 +138,8 @@ def claim_clip_higher_keeps_entropy(data: StudyData) -> Claim:
     logged = m.by_seed(data, clip, pair[1], model, template).dropna()
     binds = float(logged.mean()) if len(logged) else NAN
     note = f"upper clip binds on {binds:.2%} of tokens in {pair[1]}"
+    if not np.isfinite(binds):  # e.g. cispo's arms: only the clip family logs a clip fraction
+        note = f"{pair[1]} logs no clip fraction (only the clip and clip_cov surrogates do)"
     if not np.isfinite(binds) or binds < CLIP_BINDS_MIN:
         return r.untested(base, note, NOT_TESTABLE, arms=arms)
     entropy = m.window_mean(data.history, "entropy/mean", 0.75, 1.0)
