@@ -21,6 +21,7 @@ from torch import Tensor, nn
 
 from ablate.algorithms import Algorithm
 from ablate.critic import (
+    GAE_READS,
     ValueHead,
     explained_variance,
     gae,
@@ -29,7 +30,7 @@ from ablate.critic import (
     token_rewards,
     value_loss,
 )
-from ablate.objective import group_advantages, masked_mean
+from ablate.objective import GROUP_READS, group_advantages, masked_mean
 from ablate.records import Estimate, HeadReadout, ShapedBatch, ValueTargets
 from ablate.registry import Registry
 
@@ -71,7 +72,7 @@ EstimatorFactory = Callable[..., AdvantageEstimator]
 ESTIMATORS: Registry[EstimatorFactory] = Registry("advantage estimator")
 
 
-@ESTIMATORS.register("group")
+@ESTIMATORS.register("group", reads=GROUP_READS)
 class GroupEstimator:
     """Group-relative advantages [B] of the shaped rewards (baseline and scale from `algo`)."""
 
@@ -104,7 +105,7 @@ class GroupEstimator:
         return None
 
 
-@ESTIMATORS.register("gae")
+@ESTIMATORS.register("gae", reads=GAE_READS)
 class GAEEstimator:
     """Per-token advantages [B, T] by GAE from a learned value head (PPO). The head is trained
     by the clipped value loss, weighted `vf_coef`, in the policy's own updates; its parameters are

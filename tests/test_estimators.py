@@ -127,3 +127,13 @@ def test_a_new_estimator_trains_through_the_unchanged_trainer(monkeypatch):
     hidden = probe.head.weight.shape[1]
     initial = ProbeEstimator(spec.algorithm, group_size=2, hidden_size=hidden, device="cpu")
     assert not torch.equal(probe.head.weight, initial.head.weight)  # its loss trained its head
+
+
+def test_each_estimator_declares_the_fields_the_algorithm_checks_refuse_elsewhere():
+    """The checks (floor 1) and the estimator registry (floor 3) read one declaration."""
+    from ablate.algorithm_checks import estimator_reads
+
+    registered = {name: ESTIMATORS.reads(name) for name in ESTIMATORS}
+    assert registered == estimator_reads()
+    assert "gae_lambda" in {r.field for r in registered["gae"]}
+    assert "scale" in {r.field for r in registered["group"]}
