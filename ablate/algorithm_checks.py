@@ -52,8 +52,8 @@ def estimator_reads() -> dict[str, tuple[FieldRule, ...]]:
     """The fields each advantage estimator reads: the group estimator's are declared beside its
     registries (objective), GAE's beside the critic. `estimators.ESTIMATORS` registers the same
     declarations; it is a floor above, so the checks read them here."""
+    from ablate.advantages import GROUP_READS
     from ablate.critic import GAE_READS
-    from ablate.objective import GROUP_READS
 
     return {"group": rules(GROUP_READS), "gae": rules(GAE_READS)}
 

@@ -6,7 +6,7 @@ term, its metrics and its checkpoint state. The trainer and `update.run_updates`
 under the name `Algorithm.advantage` selects.
 
 - `GroupEstimator` ("group", the GRPO family): a baseline and a scale over each group of G
-  samples of one prompt (`objective.group_advantages`); no parameters, no extra loss.
+  samples of one prompt (`advantages.group_advantages`); no parameters, no extra loss.
 - `GAEEstimator` ("gae", PPO): a learned value head on the policy's last hidden state, GAE over
   the per-token rewards, the clipped value loss added to the policy loss (see `critic.py`).
 """
@@ -19,6 +19,7 @@ from typing import Any, Protocol
 
 from torch import Tensor, nn
 
+from ablate.advantages import GROUP_READS, group_advantages
 from ablate.algorithms import Algorithm
 from ablate.critic import (
     GAE_READS,
@@ -30,7 +31,7 @@ from ablate.critic import (
     token_rewards,
     value_loss,
 )
-from ablate.objective import GROUP_READS, group_advantages, masked_mean
+from ablate.objective import masked_mean
 from ablate.records import Estimate, HeadReadout, ShapedBatch, ValueTargets
 from ablate.registry import Registry
 

@@ -1,6 +1,7 @@
-"""The GRPO-family objective as small pure functions on tensors.
+"""The GRPO-family policy loss as small pure functions on tensors (the group-relative advantages
+it is weighted by are `ablate.advantages`).
 
-Shapes: B completions, T completion-token positions, n groups of G completions (B = n·G).
+Shapes: B completions, T completion-token positions.
 `mask` is 1 on a completion's real tokens and 0 on padding. The loss is composed in stages:
 ratio → surrogate → KL / entropy per token → aggregation. Each factor value is one function in
 a registry; every function of a registry has the same signature and declares the `Algorithm`
@@ -15,153 +16,33 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from ablate.advantages import BASELINES, SCALES
 from ablate.errors import ConfigError
 from ablate.masked import LOG_RATIO_LIMIT, masked_mean, masked_sum
-from ablate.registry import AlgorithmFields, FieldRule, Registry, finite
+from ablate.registry import AlgorithmFields, FieldRule, Registry
 from ablate.surrogates import SURROGATES, clipped_surrogate
 
 __all__ = [
     "AGGREGATIONS",
-    "BASELINES",
     "FACTORS",
-    "GROUP_READS",
     "KL_ESTIMATORS",
     "LOG_RATIO_LIMIT",
     "RATIOS",
-    "SCALES",
     "SURROGATES",
     "clipped_surrogate",
-    "group_advantages",
     "masked_mean",
     "masked_sum",
     "policy_loss",
 ]
 
-BaselineFn = Callable[[Tensor], Tensor]  # rewards [n, G] -> baseline [n, G]
-# centred, rewards, completion lengths [n, G] -> scaled [n, G]
-ScaleFn = Callable[[Tensor, Tensor, "Tensor | None", AlgorithmFields], Tensor]
 RatioFn = Callable[[Tensor, Tensor, Tensor], Tensor]  # logp, old_logp, mask [B, T] -> log r [B, T]
 # loss, mask [B, T], L, group ids [B] -> scalar
 AggFn = Callable[[Tensor, Tensor, "int | None", "Tensor | None"], Tensor]
 KLFn = Callable[[Tensor, Tensor], Tensor]  # logp, ref_logp [B, T] -> kl [B, T]
 
-BASELINES: Registry[BaselineFn] = Registry("baseline")
-SCALES: Registry[ScaleFn] = Registry("advantage scale")
 RATIOS: Registry[RatioFn] = Registry("ratio level")
 AGGREGATIONS: Registry[AggFn] = Registry("loss aggregation")
 KL_ESTIMATORS: Registry[KLFn] = Registry("KL estimator")
-
-
-def _divide_or_zero(x: Tensor, d: Tensor) -> Tensor:
-    ok = d > 0
-    return torch.where(ok, x / torch.where(ok, d, torch.ones_like(d)), torch.zeros_like(x))
-
-
-# --- advantages -------------------------------------------------------------------------------
-# A group whose rewards are all equal gets a baseline equal to its rewards, so its centred
-# rewards are exactly 0 (no rounding noise for a scale to divide by a tiny std).
-def _flat_is_exact(rewards: Tensor, baseline: Tensor) -> Tensor:
-    flat = (rewards == rewards[:, :1]).all(dim=1, keepdim=True)  # [n, 1]
-    return torch.where(flat, rewards, baseline)
-
-
-@BASELINES.register("group_mean")
-def group_mean_baseline(rewards: Tensor) -> Tensor:
-    return _flat_is_exact(rewards, rewards.mean(dim=1, keepdim=True).expand_as(rewards))
-
-
-@BASELINES.register("leave_one_out")
-def leave_one_out_baseline(rewards: Tensor) -> Tensor:
-    g = rewards.shape[1]
-    if g < 2:
-        raise ConfigError("baseline='leave_one_out' needs a group size of at least 2")
-    return _flat_is_exact(rewards, (rewards.sum(dim=1, keepdim=True) - rewards) / (g - 1))
-
-
-@BASELINES.register("none")
-def no_baseline(rewards: Tensor) -> Tensor:
-    # REINFORCE++ (arXiv 2501.03262): no per-prompt baseline; scale="token_whiten" then centres
-    # over the batch.
-    return torch.zeros_like(rewards)
-
-
-# The std scales read these two fields; token_whiten (verl's fixed form) and none read neither.
-STD_READS = (
-    FieldRule("std_unbiased", lambda v, a: isinstance(v, bool), "must be True or False"),
-    FieldRule("std_eps", lambda v, a: finite(v) and v >= 0, "must be a finite number >= 0"),
-)
-
-
-@SCALES.register("group_std", reads=STD_READS)
-def group_std_scale(
-    centred: Tensor, rewards: Tensor, lengths: Tensor | None, algo: AlgorithmFields
-):
-    correction = 1 if algo.std_unbiased and rewards.shape[1] > 1 else 0
-    std = rewards.std(dim=1, keepdim=True, correction=correction)
-    return _divide_or_zero(centred, std + algo.std_eps)
-
-
-@SCALES.register("batch_std", reads=STD_READS)
-def batch_std_scale(
-    centred: Tensor, rewards: Tensor, lengths: Tensor | None, algo: AlgorithmFields
-):
-    # Lite-PPO / TRL scale_rewards="batch": group mean, but the std of all rewards in the batch.
-    correction = 1 if algo.std_unbiased and rewards.numel() > 1 else 0
-    std = rewards.reshape(-1).std(correction=correction)
-    return _divide_or_zero(centred, std + algo.std_eps)
-
-
-@SCALES.register("batch_centred_std", reads=STD_READS)
-def batch_centred_std_scale(centred: Tensor, rewards: Tensor, lengths: Tensor | None, algo):
-    # ScaleRL (arXiv 2510.13786) batch-level advantage normalisation: the std of the
-    # group-centred advantages over the whole batch, one value per completion.
-    correction = 1 if algo.std_unbiased and centred.numel() > 1 else 0
-    std = centred.reshape(-1).std(correction=correction)
-    return _divide_or_zero(centred, std + algo.std_eps)
-
-
-@SCALES.register("token_whiten")
-def token_whiten_scale(centred: Tensor, rewards: Tensor, lengths: Tensor | None, algo):
-    # verl's REINFORCE++ (masked_whiten): each completion's value repeated over its tokens, then
-    # re-centred on the token mean and divided by sqrt(unbiased token variance + 1e-8), so long
-    # completions weigh more in both. std_eps and std_unbiased are not read (verl's fixed form).
-    if lengths is None:
-        raise ValueError("scale='token_whiten' needs the completions' lengths")
-    w = lengths.to(centred.dtype)
-    n = w.sum()
-    if n < 2:
-        raise ConfigError("scale='token_whiten' needs at least 2 completion tokens in a batch")
-    mean = (centred * w).sum() / n
-    var = ((centred - mean) ** 2 * w).sum() / n * (n / (n - 1))
-    return (centred - mean) * torch.rsqrt(var + 1e-8)
-
-
-@SCALES.register("none")
-def no_scale(centred: Tensor, rewards: Tensor, lengths: Tensor | None, algo: AlgorithmFields):
-    return centred
-
-
-#: The fields the group-relative advantage estimator reads (the other estimators ignore them).
-GROUP_READS = ("baseline", "scale", *SCALES.fields_read())
-
-
-def group_advantages(
-    rewards: Tensor, group_size: int, algo: AlgorithmFields, *, lengths: Tensor | None = None
-) -> Tensor:
-    """Group-relative advantages [B] from rewards [B] in contiguous groups of `group_size`;
-    `lengths` [B] (completion tokens) are read by token-weighted scales.
-
-    A group whose rewards are all equal gets exactly 0 under a group baseline.
-    """
-    if rewards.ndim != 1:
-        raise ValueError(f"rewards must be 1-D [B], got shape {tuple(rewards.shape)}")
-    if group_size < 1 or rewards.numel() % group_size:
-        raise ValueError(f"{rewards.numel()} rewards do not split into groups of {group_size}")
-    r = rewards if rewards.is_floating_point() else rewards.float()
-    grouped = r.reshape(-1, group_size)  # [n, G]
-    centred = grouped - BASELINES.get(algo.baseline)(grouped)
-    lens = None if lengths is None else lengths.reshape(-1, group_size)
-    return SCALES.get(algo.scale)(centred, grouped, lens, algo).reshape(-1)
 
 
 # --- importance ratios ------------------------------------------------------------------------

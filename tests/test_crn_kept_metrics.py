@@ -8,9 +8,9 @@ import re
 import pytest
 import torch
 
+from ablate.advantages import group_advantages
 from ablate.algorithms import Algorithm
 from ablate.batch import PromptStream
-from ablate.objective import group_advantages
 from ablate.spec import Budget, TrialSpec
 from ablate.tasks.base import CHARSET
 from ablate.templates import get_template

@@ -9,10 +9,10 @@ import pytest
 import torch
 from torch import nn
 
+from ablate.advantages import group_advantages
 from ablate.algorithms import AdvantageName, Algorithm
 from ablate.critic import ValueHead
 from ablate.estimators import ESTIMATORS, GroupEstimator, make_estimator
-from ablate.objective import group_advantages
 from ablate.records import ShapedBatch
 from ablate.spec import Budget, EvalSpec, TrialSpec
 from ablate.tasks.base import CHARSET

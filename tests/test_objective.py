@@ -8,15 +8,9 @@ import math
 import pytest
 import torch
 
+from ablate.advantages import group_advantages
 from ablate.algorithms import Algorithm
-from ablate.objective import (
-    AGGREGATIONS,
-    KL_ESTIMATORS,
-    RATIOS,
-    clipped_surrogate,
-    group_advantages,
-    policy_loss,
-)
+from ablate.objective import AGGREGATIONS, KL_ESTIMATORS, RATIOS, clipped_surrogate, policy_loss
 
 BASE = Algorithm()
 

@@ -10,8 +10,9 @@ import math
 import pytest
 import torch
 
+from ablate.advantages import SCALES, group_advantages
 from ablate.algorithms import Algorithm
-from ablate.objective import AGGREGATIONS, FACTORS, SCALES, group_advantages, policy_loss
+from ablate.objective import AGGREGATIONS, FACTORS, policy_loss
 from ablate.shaping import ROLLOUT_CORRECTIONS
 from ablate.surrogates import SURROGATES
 

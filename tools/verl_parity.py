@@ -54,8 +54,9 @@ sys.meta_path.insert(0, _StubFinder())
 from verl.trainer.ppo import core_algos as verl  # noqa: E402
 from verl.workers.config.actor import ActorConfig, PolicyLossConfig  # noqa: E402
 
+from ablate.advantages import group_advantages  # noqa: E402
 from ablate.algorithms import Algorithm  # noqa: E402
-from ablate.objective import group_advantages, policy_loss  # noqa: E402
+from ablate.objective import policy_loss  # noqa: E402
 
 AGGS = {  # ablate loss_agg -> verl loss_agg_mode
     "token_mean": "token-mean",

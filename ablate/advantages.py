@@ -1,0 +1,132 @@
+"""Group-relative advantages as small pure functions on tensors: a baseline and a scale over each
+group of G completions of one prompt (n groups, B = n·G). Each value of `Algorithm.baseline` and
+`Algorithm.scale` is one function in its registry, declaring the fields it reads (`reads=`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+from torch import Tensor
+
+from ablate.errors import ConfigError
+from ablate.registry import AlgorithmFields, FieldRule, Registry, finite
+
+BaselineFn = Callable[[Tensor], Tensor]  # rewards [n, G] -> baseline [n, G]
+# centred, rewards, completion lengths [n, G] -> scaled [n, G]
+ScaleFn = Callable[[Tensor, Tensor, "Tensor | None", AlgorithmFields], Tensor]
+
+BASELINES: Registry[BaselineFn] = Registry("baseline")
+SCALES: Registry[ScaleFn] = Registry("advantage scale")
+
+
+def _divide_or_zero(x: Tensor, d: Tensor) -> Tensor:
+    ok = d > 0
+    return torch.where(ok, x / torch.where(ok, d, torch.ones_like(d)), torch.zeros_like(x))
+
+
+# A group whose rewards are all equal gets a baseline equal to its rewards, so its centred
+# rewards are exactly 0 (no rounding noise for a scale to divide by a tiny std).
+def _flat_is_exact(rewards: Tensor, baseline: Tensor) -> Tensor:
+    flat = (rewards == rewards[:, :1]).all(dim=1, keepdim=True)  # [n, 1]
+    return torch.where(flat, rewards, baseline)
+
+
+@BASELINES.register("group_mean")
+def group_mean_baseline(rewards: Tensor) -> Tensor:
+    return _flat_is_exact(rewards, rewards.mean(dim=1, keepdim=True).expand_as(rewards))
+
+
+@BASELINES.register("leave_one_out")
+def leave_one_out_baseline(rewards: Tensor) -> Tensor:
+    g = rewards.shape[1]
+    if g < 2:
+        raise ConfigError("baseline='leave_one_out' needs a group size of at least 2")
+    return _flat_is_exact(rewards, (rewards.sum(dim=1, keepdim=True) - rewards) / (g - 1))
+
+
+@BASELINES.register("none")
+def no_baseline(rewards: Tensor) -> Tensor:
+    # REINFORCE++ (arXiv 2501.03262): no per-prompt baseline; scale="token_whiten" then centres
+    # over the batch.
+    return torch.zeros_like(rewards)
+
+
+# The std scales read these two fields; token_whiten (verl's fixed form) and none read neither.
+STD_READS = (
+    FieldRule("std_unbiased", lambda v, a: isinstance(v, bool), "must be True or False"),
+    FieldRule("std_eps", lambda v, a: finite(v) and v >= 0, "must be a finite number >= 0"),
+)
+
+
+@SCALES.register("group_std", reads=STD_READS)
+def group_std_scale(
+    centred: Tensor, rewards: Tensor, lengths: Tensor | None, algo: AlgorithmFields
+):
+    correction = 1 if algo.std_unbiased and rewards.shape[1] > 1 else 0
+    std = rewards.std(dim=1, keepdim=True, correction=correction)
+    return _divide_or_zero(centred, std + algo.std_eps)
+
+
+@SCALES.register("batch_std", reads=STD_READS)
+def batch_std_scale(
+    centred: Tensor, rewards: Tensor, lengths: Tensor | None, algo: AlgorithmFields
+):
+    # Lite-PPO / TRL scale_rewards="batch": group mean, but the std of all rewards in the batch.
+    correction = 1 if algo.std_unbiased and rewards.numel() > 1 else 0
+    std = rewards.reshape(-1).std(correction=correction)
+    return _divide_or_zero(centred, std + algo.std_eps)
+
+
+@SCALES.register("batch_centred_std", reads=STD_READS)
+def batch_centred_std_scale(centred: Tensor, rewards: Tensor, lengths: Tensor | None, algo):
+    # ScaleRL (arXiv 2510.13786) batch-level advantage normalisation: the std of the
+    # group-centred advantages over the whole batch, one value per completion.
+    correction = 1 if algo.std_unbiased and centred.numel() > 1 else 0
+    std = centred.reshape(-1).std(correction=correction)
+    return _divide_or_zero(centred, std + algo.std_eps)
+
+
+@SCALES.register("token_whiten")
+def token_whiten_scale(centred: Tensor, rewards: Tensor, lengths: Tensor | None, algo):
+    # verl's REINFORCE++ (masked_whiten): each completion's value repeated over its tokens, then
+    # re-centred on the token mean and divided by sqrt(unbiased token variance + 1e-8), so long
+    # completions weigh more in both. std_eps and std_unbiased are not read (verl's fixed form).
+    if lengths is None:
+        raise ValueError("scale='token_whiten' needs the completions' lengths")
+    w = lengths.to(centred.dtype)
+    n = w.sum()
+    if n < 2:
+        raise ConfigError("scale='token_whiten' needs at least 2 completion tokens in a batch")
+    mean = (centred * w).sum() / n
+    var = ((centred - mean) ** 2 * w).sum() / n * (n / (n - 1))
+    return (centred - mean) * torch.rsqrt(var + 1e-8)
+
+
+@SCALES.register("none")
+def no_scale(centred: Tensor, rewards: Tensor, lengths: Tensor | None, algo: AlgorithmFields):
+    return centred
+
+
+#: The fields the group-relative advantage estimator reads (the other estimators ignore them).
+GROUP_READS = ("baseline", "scale", *SCALES.fields_read())
+
+
+def group_advantages(
+    rewards: Tensor, group_size: int, algo: AlgorithmFields, *, lengths: Tensor | None = None
+) -> Tensor:
+    """Group-relative advantages [B] from rewards [B] in contiguous groups of `group_size`;
+    `lengths` [B] (completion tokens) are read by token-weighted scales.
+
+    A group whose rewards are all equal gets exactly 0 under a group baseline.
+    """
+    if rewards.ndim != 1:
+        raise ValueError(f"rewards must be 1-D [B], got shape {tuple(rewards.shape)}")
+    if group_size < 1 or rewards.numel() % group_size:
+        raise ValueError(f"{rewards.numel()} rewards do not split into groups of {group_size}")
+    r = rewards if rewards.is_floating_point() else rewards.float()
+    grouped = r.reshape(-1, group_size)  # [n, G]
+    centred = grouped - BASELINES.get(algo.baseline)(grouped)
+    lens = None if lengths is None else lengths.reshape(-1, group_size)
+    return SCALES.get(algo.scale)(centred, grouped, lens, algo).reshape(-1)
