@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import importlib.machinery
+import importlib.util
 import sys
 import types
 from unittest import mock
@@ -54,19 +55,24 @@ class _StubFinder:
 
 def _import_verl():
     """verl's core_algos and actor config module, with the modules they never call stubbed; a
-    ConfigError saying how to get verl when it is not on the path."""
+    ConfigError saying how to get verl when it is not on the path.
+
+    The stubs stay installed for the rest of the process (core_algos may import them late), so
+    they go in only once verl is known to be there: a failed check leaves the process as it was
+    (stubbed `datasets` or `pyarrow` would break anything else it runs)."""
     from ablate.errors import ConfigError
 
-    if not any(isinstance(f, _StubFinder) for f in sys.meta_path):
-        sys.meta_path.insert(0, _StubFinder())
+    hint = "see `python -m devtools verl-parity --help` for the three commands that unpack it"
+    if importlib.util.find_spec("verl") is None:
+        raise ConfigError(f"verl-parity needs verl 0.9.1 on PYTHONPATH; {hint}")
+    finder = _StubFinder()
+    sys.meta_path.insert(0, finder)
     try:
         core_algos = importlib.import_module("verl.trainer.ppo.core_algos")
         actor = importlib.import_module("verl.workers.config.actor")
     except ImportError as exc:
-        raise ConfigError(
-            f"verl-parity needs verl 0.9.1 on PYTHONPATH ({exc}); see `python -m devtools "
-            "verl-parity --help` for the three commands that unpack it"
-        ) from None
+        sys.meta_path.remove(finder)
+        raise ConfigError(f"verl-parity could not import verl ({exc}); {hint}") from None
     return core_algos, actor
 
 

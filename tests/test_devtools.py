@@ -75,11 +75,13 @@ def test_no_tool_prints_the_usage_and_an_unknown_one_is_one_line(capsys):
     assert err.startswith("error: no tool 'benhc'") and "bench" in err and "\n" not in err
 
 
-def test_verl_parity_without_verl_is_one_line(capsys, monkeypatch):
+def test_verl_parity_without_verl_is_one_line_and_stubs_nothing(capsys, monkeypatch):
     monkeypatch.setitem(sys.modules, "verl", None)  # as if verl were not on the path
+    finders = list(sys.meta_path)
     assert main(["verl-parity"]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("error: verl-parity needs verl") and "\n" not in err
+    assert sys.meta_path == finders  # its stubs (datasets, pyarrow, ...) would break later tests
 
 
 @pytest.mark.parametrize("command", ["bench", "calibrate"])
