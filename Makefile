@@ -11,7 +11,7 @@ export HF_DATASETS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
 .PHONY: install demo test test-slow test-gpu gpu-check test-latex test-browser lint format bench \
-	study passk tune report ui worker clean
+	calibrate curve-calibration study passk tune report ui worker clean
 
 install: $(STAMP)
 
@@ -71,7 +71,7 @@ test-slow: install
 test-gpu: install
 	$(BIN)/python -m pytest -m "gpu" -q
 
-# The vLLM engine on a CUDA machine, one command (python -m ablate.bench.gpu): vLLM vs HFEngine on
+# The vLLM engine on a CUDA machine, one command (python -m devtools gpu-check): vLLM vs HFEngine on
 # rl_ready and the 4.2M size (greedy samples, log-probs), tokens/s vs model.generate, 20 RL steps
 # with weight sync; report in reports/gpu/. The vllm extra goes into its own environment (vLLM
 # pins its own CUDA torch; .venv keeps the CPU one). Without a GPU it says so and exits 0.
@@ -83,7 +83,7 @@ gpu-check:
 	set -e; test -x $(GPU_VENV)/bin/python || $(PY) -m venv $(GPU_VENV); \
 	$(GPU_VENV)/bin/python -m pip install --quiet --upgrade pip; \
 	$(GPU_VENV)/bin/python -m pip install --quiet -e ".[vllm]"; \
-	timeout 300 $(GPU_VENV)/bin/python -m ablate.bench.gpu --out reports/gpu
+	timeout 300 $(GPU_VENV)/bin/python -m devtools gpu-check --out reports/gpu
 
 # Debian packages, installed when missing (as root, or through sudo).
 SUDO    := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
@@ -107,18 +107,34 @@ test-browser: $(BROWSER_STAMP)
 	ABLATE_REQUIRE_BROWSER=1 ABLATE_BROWSER_OUT=reports/browser-check OMP_NUM_THREADS=1 \
 		$(BIN)/python -m pytest -m browser -q
 
+# Every Python tree of the repository: the package, the presets, tests, studies, developer tools
+# (those present: tools/ holds one script that is being retired).
+LINTED := $(wildcard ablate baselines tests studies tools devtools)
+
 lint: install
-	$(BIN)/ruff check ablate baselines tests studies tools
-	$(BIN)/ruff format --check ablate baselines tests studies tools
+	$(BIN)/ruff check $(LINTED)
+	$(BIN)/ruff format --check $(LINTED)
 
 format: install
-	$(BIN)/ruff format ablate baselines tests studies tools
-	$(BIN)/ruff check --fix ablate baselines tests studies tools
+	$(BIN)/ruff format $(LINTED)
+	$(BIN)/ruff check --fix $(LINTED)
 
+# Developer tools live in devtools/ (not in the wheel), each started as `python -m devtools TOOL`
+# from the repository root; `python -m devtools --help` lists them.
 # The suite compares against TRL: install the [bench] extra (trl), under the torch constraint.
 bench: install
 	$(BIN)/python -m pip install --quiet -c $(CONSTR) -e ".[bench]"
-	OMP_NUM_THREADS=1 $(BIN)/ablate bench --out reports/bench
+	OMP_NUM_THREADS=1 $(BIN)/python -m devtools bench --out reports/bench
+
+# The report's intervals, marks and power analysis on simulated studies (2,000 per row); ARGS
+# passes options, e.g. make calibrate ARGS="--seed-sd 0.05 --seeds 3,5".
+calibrate: install
+	$(BIN)/python -m devtools calibrate $(ARGS)
+
+# The same for the compute-performance curves (the README's table: 400 studies per row, about
+# 7½ min); e.g. make curve-calibration ARGS="100 measured" for a quicker, narrower check.
+curve-calibration: install
+	$(BIN)/python -m devtools curve-calibration $(ARGS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache build *.egg-info

@@ -1,6 +1,6 @@
 """A functional forward for Llama-architecture causal LMs, over the module's live parameters.
 
-Why it exists (measured, `ablate bench`): at the sizes this harness trains on a CPU,
+Why it exists (measured, `make bench`): at the sizes this harness trains on a CPU,
 transformers' generic forward spends much of a decode step in Python and in small element-wise
 kernels, and every row of a GRPO group carries its own copy of the same prompt. This forward
 

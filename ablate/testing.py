@@ -186,11 +186,6 @@ class ScriptedEngine:
 # -- a toy task and template with the interfaces of ablate.tasks / ablate.templates --------------
 
 
-#: The toy task's problems and verdicts are the real ones.
-ToyProblem = Problem
-ToyVerdict = Verdict
-
-
 @dataclass(frozen=True)
 class ToyTemplate:
     """`Q: {question}\\nA:` prompts; the answer is the text after `=` up to a newline."""
@@ -217,18 +212,18 @@ class ToyTask:
     pairs: Sequence[tuple[int, int]] = ((1, 2), (3, 4), (5, 6))
     name: str = "toy"
 
-    def problems(self, split: str = "eval") -> list[ToyProblem]:
+    def problems(self, split: str = "eval") -> list[Problem]:
         return [
-            ToyProblem(id=f"toy-{split}-{i}", question=f"{a}+{b}", answer=str(a + b))
+            Problem(id=f"toy-{split}-{i}", question=f"{a}+{b}", answer=str(a + b))
             for i, (a, b) in enumerate(self.pairs)
         ]
 
-    def verify(self, problem: ToyProblem, completion: str, template) -> ToyVerdict:
+    def verify(self, problem: Problem, completion: str, template) -> Verdict:
         if "boom" in completion:
-            return ToyVerdict(0.0, False, None, False, error="verifier crashed")
+            return Verdict(0.0, False, None, False, error="verifier crashed")
         answer = template.extract(completion)
         correct = answer == problem.answer
-        return ToyVerdict(float(correct), correct, answer, answer is not None)
+        return Verdict(float(correct), correct, answer, answer is not None)
 
 
 def zoo_model_built(name: str) -> bool:
@@ -352,13 +347,9 @@ def exactly_once_problems(
 
 
 __all__ = [
-    "DEFAULT_ALPHABET",
-    "TINY_CONFIGS",
     "ScriptedEngine",
-    "ToyProblem",
     "ToyTask",
     "ToyTemplate",
-    "ToyVerdict",
     "char_tokenizer",
     "cycle_script",
     "exactly_once_problems",

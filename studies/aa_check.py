@@ -1,6 +1,6 @@
 """A/A check: GRPO and an independent replicate of it, 5 seeds each. The two arms are the same
 algorithm on independent seed streams, so any significant difference in the report is a failure
-of the pipeline's statistics (the live counterpart of `ablate calibrate`)."""
+of the pipeline's statistics (the live counterpart of `python -m devtools calibrate`)."""
 
 from ablate.study import Budget, EvalSpec, Study, arm
 

@@ -2,7 +2,7 @@
 reproduced on the zoo as tested claims: its findings depend on the base model (base vs aligned)
 and the data (easy vs hard), so the arms run on the RL-ready rung and the aligned rung
 (`ablate zoo show aligned`), on easy and hard problems (the arithmetic subsets the RL-ready rung
-solves in >= 7/8 and <= 1/8 samples: tools/arithmetic_subsets.py).
+solves in >= 7/8 and <= 1/8 samples: `python -m devtools arithmetic-subsets`).
 
 Five study files share the arms below; `make tricks` runs them all and writes the claims table
 (`tools/tricks_report.py`, findings in `ablate/report/tricks.py`):
@@ -14,8 +14,8 @@ Five study files share the arms below; `make tricks` runs them all and writes th
 
 Every arm shares one update schedule (4 mini-batches per rollout, one epoch) and no KL: the
 paper's arms differ in one technique at a time, and the DAPO and Lite PPO recipes are run on this
-schedule so that only their techniques differ. 5 seeds: the power `ablate calibrate` reports
-(minimum detectable Δ pass@1 ≈ 0.08 at 80% power with 4 contrasts)."""
+schedule so that only their techniques differ. 5 seeds: the power `python -m devtools calibrate`
+reports (minimum detectable Δ pass@1 ≈ 0.08 at 80% power with 4 contrasts)."""
 
 import dataclasses
 

@@ -7,8 +7,10 @@ import sys
 
 import pytest
 
-from ablate.bench.flops import step_flops, train_flops, utilisation
-from ablate.bench.harness import (
+from ablate.errors import ConfigError
+from devtools.__main__ import main
+from devtools.bench.flops import step_flops, train_flops, utilisation
+from devtools.bench.harness import (
     Row,
     Summary,
     Target,
@@ -16,12 +18,12 @@ from ablate.bench.harness import (
     ratio_summary,
     summarize,
 )
-from ablate.bench.options import SECTIONS, SuiteOptions, options_from_cli
-from ablate.bench.report import MET, MISSED, Meta, render_csv, render_markdown
-from ablate.bench.scaling import sweep_cases
-from ablate.bench.step import LengthError, StepCase, StepRecord, check_lengths
-from ablate.bench.suite import overhead_share, utilisation_rows
-from ablate.bench.trl_step import (
+from devtools.bench.options import SECTIONS, SuiteOptions, options_from_cli
+from devtools.bench.report import MET, MISSED, Meta, render_csv, render_markdown
+from devtools.bench.scaling import sweep_cases
+from devtools.bench.step import LengthError, StepCase, StepRecord, check_lengths
+from devtools.bench.suite import overhead_share, utilisation_rows
+from devtools.bench.trl_step import (
     ABLATE_BEGIN,
     ABLATE_END,
     TRL_BEGIN,
@@ -29,8 +31,6 @@ from ablate.bench.trl_step import (
     event_order,
     trl_step_seconds,
 )
-from ablate.cli import main
-from ablate.errors import ConfigError
 
 
 def record(wall: float, diagnostics: float = 0.0, tracking: float = 0.0) -> StepRecord:
@@ -183,8 +183,9 @@ def _rows() -> list[Row]:
 
 
 def test_markdown_has_header_targets_and_marks():
-    md = render_markdown(_rows(), Meta("ablate bench --quick", threads=1, seconds=12.0))
-    assert "torch threads: 1" in md and "`ablate bench --quick`" in md and "torch " in md
+    command = "python -m devtools bench --quick"
+    md = render_markdown(_rows(), Meta(command, threads=1, seconds=12.0))
+    assert "torch threads: 1" in md and f"`{command}`" in md and "torch " in md
     assert "## 1. RL step time" in md and "## 4. Harness overhead" in md
     assert "≤ 0.5" in md and "≤ 0.8" in md and "≤ 5" in md
     assert md.count(MET) == 2 * 2 and md.count(MISSED) == 1 * 2  # summary list + tables
@@ -212,7 +213,8 @@ def test_options_defaults_quick_and_overrides():
     assert quick.quick_mode and quick.sizes == ("0.53M",) and quick.repeats == 2
     assert "trl" not in quick.sections
     assert options_from_cli(sections="study,rollout").sections == ("rollout", "study")
-    assert "--quick" in SuiteOptions.quick().command(__import__("pathlib").Path("x"))
+    command = SuiteOptions.quick().command(__import__("pathlib").Path("x"))
+    assert command.startswith("python -m devtools bench --sections ") and "--quick" in command
 
 
 @pytest.mark.parametrize(

@@ -8,13 +8,13 @@ from pathlib import Path
 import pytest
 import torch
 
-from ablate.bench.natural import NATURAL_TOKENS, STEP_TARGETS
-from ablate.bench.options import SECTIONS, options_from_cli
-from ablate.bench.rollout import generated_lengths, zoo_prompts
-from ablate.bench.step import LengthError, StepCase, check_max_length, natural_engine
-from ablate.bench.trl_step import per_step_means
 from ablate.records import SamplingParams
 from ablate.rollout.hf import HFEngine
+from devtools.bench.natural import NATURAL_TOKENS, STEP_TARGETS
+from devtools.bench.options import SECTIONS, options_from_cli
+from devtools.bench.rollout import generated_lengths, zoo_prompts
+from devtools.bench.step import LengthError, StepCase, check_max_length, natural_engine
+from devtools.bench.trl_step import per_step_means
 
 
 def test_natural_case_label_and_targets():
@@ -71,10 +71,10 @@ def test_trl_samples_the_prompts_ablate_draws_step_for_step(tmp_path):
     two tools' steps answer the same questions and their lengths compare fairly."""
     pytest.importorskip("trl")
     from ablate.batch import PromptStream
-    from ablate.bench.trl_step import StepClock, _trainer, ablate_prompts
     from ablate.models import zoo_path
     from ablate.tasks import get_task
     from ablate.templates import get_template
+    from devtools.bench.trl_step import StepClock, _trainer, ablate_prompts
 
     stream = PromptStream(get_task("arithmetic").problems("train"), 0)
     assert [p.id for p in ablate_prompts(24)] == [p.id for p in stream.take(24)]

@@ -1,5 +1,5 @@
-"""The benchmark suite for real: a TRL trainer interleaved with ablate steps, and `ablate bench
---quick` end to end (slow: ~10 s and ~1 min)."""
+"""The benchmark suite for real: a TRL trainer interleaved with ablate steps, and `python -m
+devtools bench --quick` end to end (slow: ~10 s and ~1 min)."""
 
 from __future__ import annotations
 
@@ -7,18 +7,18 @@ import csv
 
 import pytest
 
-from ablate.bench.options import SECTIONS
-from ablate.cli import main
+from devtools.__main__ import main
+from devtools.bench.options import SECTIONS
 
 pytestmark = pytest.mark.slow
 
 
 def test_trl_and_ablate_steps_alternate_on_identical_work(tmp_path):
     pytest.importorskip("trl")
-    from ablate.bench.models import model_dir
-    from ablate.bench.step import StepCase
-    from ablate.bench.trl_step import run_pair
     from ablate.trackers import MemoryTracker
+    from devtools.bench.models import model_dir
+    from devtools.bench.step import StepCase
+    from devtools.bench.trl_step import run_pair
 
     case = StepCase("0.53M", prompts=2, group=4, new_tokens=8)
     tracker = MemoryTracker()

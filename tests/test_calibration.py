@@ -1,15 +1,15 @@
 """The report's statistics on simulated studies: the simulator does what it says, and the
-intervals, marks and power analysis keep their promises (ablate.report.calibration)."""
+intervals, marks and power analysis keep their promises (devtools.calibration.calibration)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from ablate import cli
 from ablate.report import stats
-from ablate.report.calibration import calibrate, format_table
-from ablate.report.simulate import StudyModel, simulate
+from devtools.__main__ import main
+from devtools.calibration.calibration import calibrate, format_table
+from devtools.calibration.simulate import StudyModel, simulate
 
 STUDIES = 2000
 
@@ -135,7 +135,7 @@ def test_welch_contrast_is_calibrated_for_independent_groups():
 
 def test_calibrate_command_prints_the_table(capsys):
     argv = ["calibrate", "--seeds", "2,3", "--arms", "4", "--studies", "100", "--seed", "1"]
-    assert cli.main(argv) == 0
+    assert main(argv) == 0
     out = capsys.readouterr().out
     header = next(line for line in out.splitlines() if line.startswith("| n |"))
     for column in ("arm cov", "contrast cov", "FWER A=4", "sign-flip FWER A=4", "MDE A=4"):
@@ -151,6 +151,6 @@ def test_calibrate_command_prints_the_table(capsys):
     [("--seed-sd", "0"), ("--base-pass", "1.5"), ("--seeds", "1,3"), ("--arms", "1")],
 )
 def test_calibrate_command_bad_option_is_one_line(capsys, option, value):
-    assert cli.main(["calibrate", option, value, "--studies", "10"]) == 2
+    assert main(["calibrate", option, value, "--studies", "10"]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("error: ") and option in err and "\n" not in err

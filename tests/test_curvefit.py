@@ -15,7 +15,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ablate.report.curve_calibration import STUDY_SCHEDULE, schedule
 from ablate.report.curvecheck import (
     fit_power_law,
     forecast_check,
@@ -35,6 +34,7 @@ from ablate.report.curvefit import (
     fit_sigmoid,
     sigmoid,
 )
+from devtools.calibration.curve_calibration import STUDY_SCHEDULE, schedule
 
 C = STUDY_SCHEDULE[STUDY_SCHEDULE > 50_000]  # the study's evals after its warm-up
 TRUTHS = [  # (A, B, C_mid, R0)

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from ablate.bench import gpu
 from ablate.testing import zoo_model_built
+from devtools.bench import gpu
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -327,7 +327,7 @@ def test_every_trl_export_is_a_valid_grpo_config(tmp_path):
 
 def test_an_exported_config_trains_one_trl_step(tmp_path):
     pytest.importorskip("trl")
-    from ablate.bench.trl_step import arithmetic_trainer
+    from devtools.bench.trl_step import arithmetic_trainer
 
     budget = PeerBudget(prompts=2, group=4, max_new_tokens=8)
     export = export_config(baseline("grpo"), "trl", name="grpo", budget=budget)

@@ -12,9 +12,9 @@ import pytest
 from ablate.presets import baseline
 from ablate.report import curve_tables, curves, figures, render
 from ablate.report.build import build_tables
-from ablate.report.curve_calibration import CurveModel, simulate_seed
 from ablate.spec import CurveSpec
 from ablate.testing import study_data
+from devtools.calibration.curve_calibration import CurveModel, simulate_seed
 
 REF = dataclasses.replace(baseline("grpo"), kl_coef=0.0, minibatches=4)
 ALGOS = {name: REF for name in ("grpo", "higher_a", "steeper", "flat")}
@@ -161,15 +161,15 @@ def test_curves_at_the_ceiling_show_a_and_c_mid_without_intervals_and_skip_the_a
 
 
 def _curve(model, rng, arm, seed):
-    from ablate.report.curve_calibration import seed_curve
+    from devtools.calibration.curve_calibration import seed_curve
 
     return seed_curve(model, rng, arm, seed)
 
 
 def test_the_comparison_rule_rarely_marks_two_arms_of_one_truth_in_a_small_simulation():
-    """The full check (400 studies per row, README) is `python -m
-    ablate.report.curve_calibration`; here 40 studies of 3 seeds at the default curve model."""
-    from ablate.report.curve_calibration import null_marks
+    """The full check (400 studies per row, README) is `python -m devtools
+    curve-calibration`; here 40 studies of 3 seeds at the default curve model."""
+    from devtools.calibration.curve_calibration import null_marks
 
     got = null_marks(CurveModel(), seeds=3, studies=40)
     assert got["A marked"] <= 0.2 and got["B marked"] <= 0.2, got  # 0.05 + 4 binomial SDs
@@ -178,7 +178,7 @@ def test_the_comparison_rule_rarely_marks_two_arms_of_one_truth_in_a_small_simul
 def test_the_comparison_rule_detects_a_doubled_b_in_a_small_simulation():
     """Power, against the null above: an arm whose B is 2× the reference's (the README's table:
     0.955 at 5 seeds over 200 studies); here 20 studies of 5 seeds, without A marks."""
-    from ablate.report.curve_calibration import null_marks
+    from devtools.calibration.curve_calibration import null_marks
 
     steeper = dataclasses.replace(CurveModel(), b=2 * CurveModel().b)
     got = null_marks(CurveModel(), seeds=5, studies=20, other=steeper)
@@ -241,9 +241,9 @@ def test_without_a_curve_spec_the_report_has_no_curve_section(data):
 
 
 def test_curve_intervals_cover_in_a_small_simulation():
-    """The full check (1,000 studies per row, README) is `python -m
-    ablate.report.curve_calibration 1000`; here 20 studies, coverage within its MC error."""
-    from ablate.report.curve_calibration import coverage
+    """The full check (1,000 studies per row, README) is `python -m devtools
+    curve-calibration 1000`; here 20 studies, coverage within its MC error."""
+    from devtools.calibration.curve_calibration import coverage
 
     got = coverage(CurveModel(), seeds=3, studies=20)
     for key in ("A coverage", "B coverage", "C_mid coverage", "to target coverage"):
@@ -257,7 +257,7 @@ def test_curve_intervals_are_calibrated_at_the_seed_counts_users_run(seeds):
     """Every interval the report shows covers within 3 MC errors of 95%; at the curves the
     study measured (A near the ceiling) A's and C_mid's are withheld in nearly every study; two
     arms of one truth are marked different at most at the nominal rate."""
-    from ablate.report.curve_calibration import SCENARIOS, coverage, null_marks
+    from devtools.calibration.curve_calibration import SCENARIOS, coverage, null_marks
 
     for name, model in SCENARIOS.items():
         got = coverage(model, seeds=seeds, studies=300)

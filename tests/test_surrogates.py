@@ -1,6 +1,6 @@
 """The 2025-26 surrogates, advantages, aggregations and rollout correction: hand-computed values,
 loop references written from the papers' formulas, finite-difference gradients and invariants.
-(tools/verl_parity.py compares the same functions with verl 0.9.1 itself.)"""
+(`python -m devtools verl-parity` compares the same functions with verl 0.9.1 itself.)"""
 
 from __future__ import annotations
 

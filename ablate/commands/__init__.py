@@ -14,6 +14,4 @@ COMMAND_MODULES = (
     "report",
     "plan",
     "peers",
-    "bench",
-    "calibrate",
 )

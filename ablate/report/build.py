@@ -78,7 +78,8 @@ def _summary(data: StudyData) -> str:
         f"{len(t)} planned trials, {done} finished, {len(t) - done} diverged/failed/missing; "
         f"reference arm `{data.reference_arm}`; seeds {seeds}. The seed is the unit of "
         "inference: intervals are Student-t over seeds, contrasts paired by seed, marks "
-        "Holm-adjusted (calibration: `ablate calibrate`). Inconclusive is a result, not a failure."
+        "Holm-adjusted (calibration: `python -m devtools calibrate`). Inconclusive is a "
+        "result, not a failure."
     )
 
 

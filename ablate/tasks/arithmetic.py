@@ -61,7 +61,8 @@ class Level:
 
 
 #: Problem subsets by the rl_ready rung's measured pass rate ("easy": rewards concentrated on 1,
-#: "hard": on 0), written by tools/arithmetic_subsets.py; valid for the task options they record.
+#: "hard": on 0), written by `python -m devtools arithmetic-subsets`; valid for the task options
+#: they record.
 SUBSETS_FILE = Path(__file__).parent / "data" / "arithmetic_subsets.json"
 SUBSETS = ("easy", "hard")
 

@@ -12,8 +12,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from ablate.bench.harness import Row, interleave, ratio_summary, rows_for, summarize
-from ablate.bench.step import AblateStepper, StepCase, StepRecord
+from devtools.bench.harness import Row, interleave, ratio_summary, rows_for, summarize
+from devtools.bench.step import AblateStepper, StepCase, StepRecord
 
 SECTION_STEPS = "scaling"
 SECTION_STUDY = "study"

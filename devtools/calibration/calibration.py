@@ -1,6 +1,6 @@
 """Does the report's inference keep its promises? Checked on simulated studies.
 
-For each seed count n, studies simulated by `ablate.report.simulate` go through the very
+For each seed count n, studies simulated by `devtools.calibration.simulate` go through the very
 statistics the report runs (`ablate.report.stats`): the 95% t interval of an arm's mean and of a
 paired contrast must cover the truth 95% of the time; the marks (paired t of each arm against the
 reference arm 0, Holm over the table's A − 1 contrasts, mark = Holm p < ALPHA) must fire on at
@@ -21,7 +21,7 @@ import pandas as pd
 
 from ablate.errors import ConfigError
 from ablate.report import stats
-from ablate.report.simulate import StudyModel, sigma_for_seed_sd, simulate
+from devtools.calibration.simulate import StudyModel, sigma_for_seed_sd, simulate
 
 SEEDS = (3, 5, 10)
 ARMS = (4, 8)

@@ -1,5 +1,5 @@
-"""The natural-length section of `ablate bench`: RL steps and rollouts whose completions end at
-EOS, as a study's do, instead of being forced to exactly T tokens.
+"""The natural-length section of `python -m devtools bench`: RL steps and rollouts whose
+completions end at EOS, as a study's do, instead of being forced to exactly T tokens.
 
 Both tools sample the zoo's arithmetic prompts (plain template, our verifier) with up to
 `NATURAL_TOKENS` new tokens from the same model folder: the shipped `rl_ready` at 0.53M, a
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ablate.bench.harness import Row, Target, ratio_summary, rows_for, summarize
+from devtools.bench.harness import Row, Target, ratio_summary, rows_for, summarize
 
 SECTION = "natural"
 #: The longest completion (the zoo's and `Budget`'s default generation limit).
@@ -23,7 +23,7 @@ ROLLOUT_TARGETS = {"0.53M": Target(">=", 1.3), "4.2M": Target(">=", 1.0)}
 
 def section_natural(bench: Any) -> list[Row]:
     """Per size: ablate vs TRL steps (unless TRL is off), then rollouts vs `model.generate`."""
-    from ablate.bench.models import natural_model_dir
+    from devtools.bench.models import natural_model_dir
 
     o, rows = bench.options, []
     for size in o.sizes:
@@ -36,8 +36,8 @@ def section_natural(bench: Any) -> list[Row]:
 
 
 def step_rows(bench: Any, size: str, folder) -> list[Row]:
-    from ablate.bench.step import StepCase
-    from ablate.bench.trl_step import require_trl, run_pair
+    from devtools.bench.step import StepCase
+    from devtools.bench.trl_step import require_trl, run_pair
 
     require_trl()
     o = bench.options
@@ -63,8 +63,8 @@ def step_rows(bench: Any, size: str, folder) -> list[Row]:
 
 
 def rollout_rows(bench: Any, size: str, folder) -> list[Row]:
-    from ablate.bench.rollout import natural_case
     from ablate.models import load_model
+    from devtools.bench.rollout import natural_case
 
     o = bench.options
     model, tokenizer = load_model(folder)

@@ -1,4 +1,4 @@
-"""The benchmark suite behind `ablate bench`: seven sections, each a list of `Row`s.
+"""The benchmark suite behind `python -m devtools bench`: seven sections, each a list of `Row`s.
 
 trl       RL step time, ablate vs TRL GRPOTrainer on identical work (interleaved in-process)
 natural   the same and rollouts vs `model.generate`, with completions ending at EOS (natural.py)
@@ -20,9 +20,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ablate.bench.harness import Row, Target, interleave, ratio_summary, rows_for, summarize
-from ablate.bench.options import SECTIONS, SuiteOptions
-from ablate.bench.step import AblateStepper, StepCase, StepRecord
+from devtools.bench.harness import Row, Target, interleave, ratio_summary, rows_for, summarize
+from devtools.bench.options import SECTIONS, SuiteOptions
+from devtools.bench.step import AblateStepper, StepCase, StepRecord
 
 TRL_TARGETS = {"0.53M": Target("<=", 0.5), "4.2M": Target("<=", 0.8)}
 ROLLOUT_TARGETS = {"0.53M": Target(">=", 1.3), "4.2M": Target(">=", 1.0)}
@@ -44,7 +44,7 @@ class Bench:
     _trackers: list[Any] = field(default_factory=list)
 
     def folder(self, size: str) -> Path:
-        from ablate.bench.models import model_dir
+        from devtools.bench.models import model_dir
 
         return model_dir(size, self.scratch)
 
@@ -82,7 +82,7 @@ class Bench:
 
 
 def section_trl(bench: Bench) -> list[Row]:
-    from ablate.bench.trl_step import require_trl, run_pair
+    from devtools.bench.trl_step import require_trl, run_pair
 
     require_trl()
     o, rows = bench.options, []
@@ -102,8 +102,8 @@ def section_trl(bench: Bench) -> list[Row]:
 
 
 def section_rollout(bench: Bench) -> list[Row]:
-    from ablate.bench.rollout import bench_case
     from ablate.models import load_model
+    from devtools.bench.rollout import bench_case
 
     o, rows = bench.options, []
     for size in o.sizes:
@@ -123,9 +123,9 @@ def section_rollout(bench: Bench) -> list[Row]:
 
 
 def section_flops(bench: Bench) -> list[Row]:
-    from ablate.bench.flops import matmul_peak
     from ablate.critic import num_params
     from ablate.models import load_model
+    from devtools.bench.flops import matmul_peak
 
     o = bench.options
     bench.progress(f"matmul peak over n = {', '.join(map(str, o.peak_sizes))}")
@@ -146,7 +146,7 @@ def utilisation_rows(
     case: StepCase, records: list[StepRecord], params: int, peak: float
 ) -> list[Row]:
     """Train-step (targeted) and whole-step utilisation in % of `peak` FLOP/s, per step."""
-    from ablate.bench.flops import step_flops, train_flops, utilisation
+    from devtools.bench.flops import step_flops, train_flops, utilisation
 
     label = f"{case.size} T={case.new_tokens}"
     train = [
@@ -208,7 +208,7 @@ def section_overhead(bench: Bench) -> list[Row]:
 
 
 def section_scaling(bench: Bench) -> list[Row]:
-    from ablate.bench.scaling import step_rows, sweep_cases
+    from devtools.bench.scaling import step_rows, sweep_cases
 
     o = bench.options
     cases, base = sweep_cases(SCALING_SIZE, o.scaling_groups, o.scaling_lengths)
@@ -218,7 +218,7 @@ def section_scaling(bench: Bench) -> list[Row]:
 
 
 def section_study(bench: Bench) -> list[Row]:
-    from ablate.bench.scaling import study_rows
+    from devtools.bench.scaling import study_rows
 
     o = bench.options
     folder = bench.scratch / "study"
@@ -228,7 +228,7 @@ def section_study(bench: Bench) -> list[Row]:
 
 
 def section_natural(bench: Bench) -> list[Row]:
-    from ablate.bench.natural import section_natural as run
+    from devtools.bench.natural import section_natural as run
 
     return run(bench)
 

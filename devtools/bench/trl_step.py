@@ -24,7 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ablate.bench.step import (
+from ablate.errors import ConfigError
+from devtools.bench.step import (
     LR,
     AblateStepper,
     StepCase,
@@ -32,7 +33,6 @@ from ablate.bench.step import (
     check_lengths,
     check_max_length,
 )
-from ablate.errors import ConfigError
 
 INSTALL_HINT = 'run `make bench` or `pip install -c .venv/constraints.txt -e ".[bench]"`'
 

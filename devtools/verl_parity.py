@@ -7,14 +7,17 @@ unpacked next to a few light dependencies; modules core_algos never calls (ray, 
     pip download verl==0.9.1 --no-deps -d /tmp/verlpkg
     unzip -q /tmp/verlpkg/verl-0.9.1-py3-none-any.whl -d /tmp/verlpkg/verl_src
     pip install --target /tmp/verldeps --no-deps omegaconf antlr4-python3-runtime orjson
-    PYTHONPATH=/tmp/verlpkg/verl_src:/tmp/verldeps .venv/bin/python tools/verl_parity.py
+    PYTHONPATH=/tmp/verlpkg/verl_src:/tmp/verldeps .venv/bin/python -m devtools verl-parity
 
 Prints one line per comparison and exits 1 if any differs by more than 1e-6.
 """
 
 from __future__ import annotations
 
+import argparse
+import importlib
 import importlib.machinery
+import importlib.util
 import sys
 import types
 from unittest import mock
@@ -50,13 +53,28 @@ class _StubFinder:
         return None
 
 
-sys.meta_path.insert(0, _StubFinder())
-from verl.trainer.ppo import core_algos as verl  # noqa: E402
-from verl.workers.config.actor import ActorConfig, PolicyLossConfig  # noqa: E402
+def _import_verl():
+    """verl's core_algos and actor config module, with the modules they never call stubbed; a
+    ConfigError saying how to get verl when it is not on the path.
 
-from ablate.advantages import group_advantages  # noqa: E402
-from ablate.algorithms import Algorithm  # noqa: E402
-from ablate.objective import policy_loss  # noqa: E402
+    The stubs stay installed for the rest of the process (core_algos may import them late), so
+    they go in only once verl is known to be there: a failed check leaves the process as it was
+    (stubbed `datasets` or `pyarrow` would break anything else it runs)."""
+    from ablate.errors import ConfigError
+
+    hint = "see `python -m devtools verl-parity --help` for the three commands that unpack it"
+    if importlib.util.find_spec("verl") is None:
+        raise ConfigError(f"verl-parity needs verl 0.9.1 on PYTHONPATH; {hint}")
+    finder = _StubFinder()
+    sys.meta_path.insert(0, finder)
+    try:
+        core_algos = importlib.import_module("verl.trainer.ppo.core_algos")
+        actor = importlib.import_module("verl.workers.config.actor")
+    except ImportError as exc:
+        sys.meta_path.remove(finder)
+        raise ConfigError(f"verl-parity could not import verl ({exc}); {hint}") from None
+    return core_algos, actor
+
 
 AGGS = {  # ablate loss_agg -> verl loss_agg_mode
     "token_mean": "token-mean",
@@ -96,8 +114,8 @@ def _batch(seed: int, b: int = 8, t: int = 12):
     return logp, old, mask, adv
 
 
-def _verl_config(loss_mode: str, fields: dict, verl_fields: dict, algo: Algorithm):
-    return ActorConfig(
+def _verl_config(actor, loss_mode: str, verl_fields: dict, algo):
+    return actor.ActorConfig(
         strategy="fsdp",
         rollout_n=1,
         ppo_micro_batch_size_per_gpu=1,
@@ -106,7 +124,7 @@ def _verl_config(loss_mode: str, fields: dict, verl_fields: dict, algo: Algorith
         clip_ratio_high=algo.clip_high,
         tau_pos=algo.sapo_tau_pos,
         tau_neg=algo.sapo_tau_neg,
-        policy_loss=PolicyLossConfig(loss_mode=loss_mode, **verl_fields),
+        policy_loss=actor.PolicyLossConfig(loss_mode=loss_mode, **verl_fields),
         global_batch_info={},
     )
 
@@ -118,7 +136,10 @@ def _compare(name: str, a: torch.Tensor, b: torch.Tensor) -> bool:
     return ok
 
 
-def check_losses(seed: int) -> bool:
+def check_losses(verl, actor, seed: int) -> bool:
+    from ablate.algorithms import Algorithm
+    from ablate.objective import policy_loss
+
     ok = True
     for surrogate, (mode, fields, verl_fields) in SURROGATES.items():
         aggs = [FIXED_AGG[surrogate]] if surrogate in FIXED_AGG else list(AGGS)
@@ -127,7 +148,7 @@ def check_losses(seed: int) -> bool:
             t = mask.shape[1]
             norm = t if agg == "seq_mean_token_sum_norm" else None
             algo = Algorithm(surrogate=surrogate, loss_agg=agg, loss_norm_constant=norm, **fields)
-            cfg = _verl_config(mode, fields, verl_fields, algo)
+            cfg = _verl_config(actor, mode, verl_fields, algo)
             ours_x = logp.clone().requires_grad_(True)
             torch.manual_seed(seed)  # Clip-Cov's random pick: the same draw for both
             ours, stats = policy_loss(
@@ -147,7 +168,10 @@ def check_losses(seed: int) -> bool:
     return ok
 
 
-def check_advantages(seed: int) -> bool:
+def check_advantages(verl, seed: int) -> bool:
+    from ablate.advantages import group_advantages
+    from ablate.algorithms import Algorithm
+
     g = torch.Generator().manual_seed(seed)
     n, size, t = 6, 4, 10
     scores = torch.randint(0, 2, (n * size,), generator=g).double()
@@ -183,6 +207,12 @@ def check_advantages(seed: int) -> bool:
     return ok
 
 
-if __name__ == "__main__":
-    results = [check_losses(s) & check_advantages(s) for s in (0, 1, 2)]
-    sys.exit(0 if all(results) else 1)
+def main(argv: list[str] | None = None) -> int:
+    argparse.ArgumentParser(
+        prog="python -m devtools verl-parity",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    ).parse_args(argv)
+    verl, actor = _import_verl()
+    results = [check_losses(verl, actor, s) & check_advantages(verl, s) for s in (0, 1, 2)]
+    return 0 if all(results) else 1

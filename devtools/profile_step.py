@@ -2,14 +2,16 @@
 8 prompts × G = 8, up to 80 new tokens ending at EOS) timed phase by phase, then the top
 operators of sampling and of the update under torch's profiler.
 
-    OMP_NUM_THREADS=1 .venv/bin/python tools/profile_step.py --model 0.53M [--steps 6]
-    OMP_NUM_THREADS=1 .venv/bin/python tools/profile_step.py --model 4.2M
+    OMP_NUM_THREADS=1 .venv/bin/python -m devtools profile-step --model 0.53M [--steps 6]
+    OMP_NUM_THREADS=1 .venv/bin/python -m devtools profile-step --model 4.2M
 
 --model takes a benchmark size (its natural-length model: rl_ready, the warm-started 4.2M), a
 zoo name or a model folder.
 
-It uses only trainer APIs that predate ragged decoding and packed updates, so the same file run
-against an older checkout (PYTHONPATH=<checkout>) profiles the code before them. Phases are
+It uses only trainer APIs that predate ragged decoding and packed updates, so the same tool run
+against an older checkout profiles the code before them: start it from that checkout's root with
+this tree on the path (`cd <checkout> && PYTHONPATH=<this tree> python -m devtools profile-step`;
+`python -m` puts the current folder first, so `ablate` comes from the checkout). Phases are
 medians over the timed steps; the operator tables sum them. On a shared machine compare shares,
 not absolute times.
 """
@@ -81,9 +83,12 @@ class Clock:
 
 def instrument(clock: Clock, setup) -> None:
     """Time the engine's generate, the policy forward, backward and the optimizer step."""
+    import ablate.forward as forward
     import ablate.update as update
 
     clock.wrap(setup.engine, "generate", "sampling", "sampling")
+    # the no-grad passes call it in `forward`, the updates through their own reference
+    clock.wrap(forward, "completion_forward", "forward", "update")
     clock.wrap(update, "completion_forward", "forward", "update")
     clock.wrap(torch.Tensor, "backward", "backward", "update")
     clock.wrap(setup.optimizer, "step", "optimizer", "update")
@@ -95,7 +100,7 @@ def run(model: str, steps: int, warmup: int, top: int) -> None:
     from ablate.trainer import rl_step
 
     if model in ("0.53M", "4.2M"):
-        from ablate.bench.models import natural_model_dir
+        from devtools.bench.models import natural_model_dir
 
         model = str(natural_model_dir(model))
     setup, state, stream = stepper(model)
@@ -143,18 +148,17 @@ def report(rows: dict[str, list[float]], profiles: dict, top: int) -> None:
             print(f"  {e.key[:48]:<48} {share:5.1f}%  {e.count:6d} calls")
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m devtools profile-step", description=__doc__.splitlines()[0]
+    )
     parser.add_argument("--model", default="0.53M", help="0.53M, 4.2M, a zoo name or a folder")
     parser.add_argument("--steps", type=int, default=6)
     parser.add_argument("--warmup", type=int, default=2)
     parser.add_argument("--top", type=int, default=10)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     torch.set_num_threads(1)
     # the optimizer's step is wrapped (timed) after the LR scheduler saw it: expected here
     warnings.filterwarnings("ignore", message=".*optimizer.step\\(\\)` has been overridden")
     run(args.model, args.steps, args.warmup, args.top)
-
-
-if __name__ == "__main__":
-    main()
+    return 0

@@ -2,7 +2,7 @@
 solves often ("easy": rewards concentrated on 1) and rarely ("hard"), for the Tricks-or-Traps
 study's easy and hard data.
 
-    OMP_NUM_THREADS=1 .venv/bin/python tools/arithmetic_subsets.py
+    OMP_NUM_THREADS=1 .venv/bin/python -m devtools arithmetic-subsets
 
 Each problem of the first 4,000 train problems and of 2,000 eval problems is sampled 8 times
 (temperature 1) and kept as easy at 7 or 8 correct, as hard at 0 or 1. The subsets'
@@ -12,6 +12,7 @@ are not inflated by the selection (regression to the mean).
 
 from __future__ import annotations
 
+import argparse
 import json
 
 from ablate import seeding
@@ -37,7 +38,10 @@ def correct(engine, problems, template, task, seed_name: str):
     return correct_matrix(batch, SAMPLES)
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> int:
+    argparse.ArgumentParser(
+        prog="python -m devtools arithmetic-subsets", description=__doc__.splitlines()[0]
+    ).parse_args(argv)
     model, tokenizer = load_model("rl_ready")
     engine, task = HFEngine(model, tokenizer), get_task("arithmetic", **OPTIONS)
     template = get_template("plain")
@@ -66,7 +70,5 @@ def main() -> None:
     }
     SUBSETS_FILE.parent.mkdir(parents=True, exist_ok=True)
     SUBSETS_FILE.write_text(json.dumps(record, indent=1) + "\n")
-
-
-if __name__ == "__main__":
-    main()
+    print(f"wrote {SUBSETS_FILE}")
+    return 0

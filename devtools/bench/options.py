@@ -1,5 +1,5 @@
-"""What a benchmark run measures (`SuiteOptions`), and turning `ablate bench`'s text options into
-it, with every mistake reported as one `ConfigError` before any compute."""
+"""What a benchmark run measures (`SuiteOptions`), and turning `python -m devtools bench`'s text
+options into it, with every mistake reported as one `ConfigError` before any compute."""
 
 from __future__ import annotations
 
@@ -63,8 +63,8 @@ class SuiteOptions:
         return replace(small, **overrides)
 
     def command(self, out: Path) -> str:
-        """An `ablate bench` command line that reruns exactly this suite."""
-        args = ["ablate", "bench", "--sections", ",".join(self.sections)]
+        """A `python -m devtools bench` command line that reruns exactly this suite."""
+        args = ["python", "-m", "devtools", "bench", "--sections", ",".join(self.sections)]
         args += ["--sizes", ",".join(self.sizes), "--lengths", ",".join(map(str, self.lengths))]
         args += ["--repeats", str(self.repeats), "--warmup", str(self.warmup)]
         args += ["--threads", str(self.threads), *(["--quick"] if self.quick_mode else [])]
@@ -113,7 +113,7 @@ def options_from_cli(
     quick: bool = False,
 ) -> SuiteOptions:
     """SuiteOptions from the command's options: explicit values win over the (quick) defaults."""
-    from ablate.bench.models import check_sizes
+    from devtools.bench.models import check_sizes
 
     changes: dict[str, Any] = {
         "sections": parse_sections(sections, no_trl),

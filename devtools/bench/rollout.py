@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import torch
 
-from ablate.bench.harness import interleave
-from ablate.bench.step import check_lengths
 from ablate.records import SamplingParams
 from ablate.rollout.hf import HFEngine
+from devtools.bench.harness import interleave
+from devtools.bench.step import check_lengths
 
 
 def bench_prompts(count: int) -> list[str]:

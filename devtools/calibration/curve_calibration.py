@@ -8,12 +8,12 @@ fits it (`curves.window`'s warm-up cut, `curvefit.fit_sigmoid` with the observed
 report's intervals over the fitted seeds (`curves.seed_interval`) must cover the arm's A, B and
 C_mid (B and C_mid: the geometric means the log intervals estimate) 95% of the time.
 
-    python -m ablate.report.curve_calibration [studies [scenario]]   # the README's table
+    python -m devtools curve-calibration [studies [scenario]]   # the README's table
 """
 
 from __future__ import annotations
 
-import sys
+import argparse
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -184,9 +184,21 @@ SCENARIOS = {
 }
 
 
-def main(
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m devtools curve-calibration", description=__doc__.splitlines()[0]
+    )
+    parser.add_argument("studies", nargs="?", type=int, default=400, help="studies per row")
+    parser.add_argument("scenario", nargs="?", help="only the scenarios whose name contains this")
+    args = parser.parse_args(argv)
+    tables(args.studies, only=args.scenario)
+    return 0
+
+
+def tables(
     studies: int = 400, seed_counts: tuple[int, ...] = (3, 5), only: str | None = None
 ) -> None:
+    """The coverage and null-mark table, then the power table on half as many studies."""
     print(f"{studies} studies per row; truth A 0.85, B 1.2, C_mid 1.5M unless named; R0 0.52;")
     print("1024 eval samples per point; the study's schedule to 6M generated tokens")
     print("coverage of the 95% intervals the report shows; null marks: two arms, one truth")
@@ -224,7 +236,3 @@ def power_table(studies: int, seed_counts: tuple[int, ...], only: str | None = N
                 z = null_marks(model, n, studies, other=other)
                 cells = f"{z['B marked']:.3f} | {z['target marked']:.3f} | {z['A marked']:.3f}"
                 print(f"| {name} | B × {factor:g} | {n} | {cells} |")
-
-
-if __name__ == "__main__":
-    main(*(int(a) for a in sys.argv[1:2]), only=sys.argv[2] if len(sys.argv) > 2 else None)

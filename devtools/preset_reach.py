@@ -1,7 +1,7 @@
 """Train every preset in `baselines/` for 50 steps on the RL-ready rung and tabulate whether it
 diverged, its pass@1 before and after, and what its surrogate clipped, gated or selected.
 
-    OMP_NUM_THREADS=1 .venv/bin/python tools/preset_reach.py [--steps 50] [--seed 0] [PRESET ...]
+    OMP_NUM_THREADS=1 .venv/bin/python -m devtools preset-reach [--steps 50] [--seed 0] [PRESET ...]
 
 One seed, one trial per preset, the default budget (8 prompts × G = 8, 80 new tokens) and a
 64-problem held-out evaluation at the start and the end. A smoke check of each recipe's
@@ -59,18 +59,17 @@ def markdown(rows: list[dict[str, str]]) -> str:
     return "\n".join(lines)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m devtools preset-reach", description=__doc__.splitlines()[0]
+    )
     parser.add_argument("presets", nargs="*", default=list(baseline_names()))
     parser.add_argument("--steps", type=int, default=50)
     parser.add_argument("--seed", type=int, default=0)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     rows = []
     for name in args.presets:
         rows.append(run(name, args.steps, args.seed))
         print(f"{name}: {rows[-1]}", flush=True)
     print(markdown(rows))
-
-
-if __name__ == "__main__":
-    main()
+    return 0

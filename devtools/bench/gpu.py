@@ -1,5 +1,5 @@
-"""`make gpu-check`: the vLLM engine on a CUDA machine, in one command (`python -m
-ablate.bench.gpu`, after the Makefile installed the `vllm` extra).
+"""`make gpu-check`: the vLLM engine on a CUDA machine, in one command (`python -m devtools
+gpu-check`, after the Makefile installed the `vllm` extra).
 
 For a zoo model (rl_ready) and the 4.2M size (its seeded initialisation, as in `make bench`):
 - parity with `HFEngine` on the same weights on the GPU: greedy completions agree, and the
@@ -30,7 +30,7 @@ from typing import Any
 
 import torch
 
-from ablate.bench.rollout import generated_lengths, zoo_prompts
+from devtools.bench.rollout import generated_lengths, zoo_prompts
 
 NO_GPU = "gpu-check: needs a CUDA GPU, and torch sees none on this machine: nothing was checked"
 MAX_TOKENS = 80
@@ -84,8 +84,8 @@ def logprob_parity(engine, model, prompts: list[str]) -> tuple[dict[str, float],
 def throughput(engine, hf, model, tokenizer, shape: tuple[int, int], repeats: int) -> dict:
     """Completion tokens/s of vLLM, `model.generate` and `HFEngine` (median of `repeats`
     interleaved runs after a warm-up; a fresh seed each), EOS-ended up to MAX_TOKENS."""
-    from ablate.bench.harness import interleave
     from ablate.records import SamplingParams
+    from devtools.bench.harness import interleave
 
     prompts, group = zoo_prompts(shape[0]), shape[1]
     texts, stop = prompts
@@ -239,8 +239,8 @@ class Options:
 
 def default_models(scratch: Path) -> dict[str, Path]:
     """A zoo model and the 4.2M size (seeded initialisation, as `make bench` builds it)."""
-    from ablate.bench.models import model_dir
     from ablate.models import zoo_path
+    from devtools.bench.models import model_dir
 
     return {"rl_ready": zoo_path("rl_ready"), "4.2M": model_dir("4.2M", scratch)}
 
@@ -297,7 +297,7 @@ def render(results: dict, checks: list[Check], meta: dict) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m ablate.bench.gpu", description=__doc__.splitlines()[0]
+        prog="python -m devtools gpu-check", description=__doc__.splitlines()[0]
     )
     parser.add_argument("--out", type=Path, default=Path("reports/gpu"))
     parser.add_argument("--steps", type=int, default=Options.steps)
@@ -345,7 +345,3 @@ def _versions() -> str:
         except metadata.PackageNotFoundError:
             out.append(f"{package} not installed")
     return ", ".join(out)
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

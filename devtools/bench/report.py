@@ -12,8 +12,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ablate.bench.harness import Row
 from ablate.trackers import cpu_model
+from devtools.bench.harness import Row
 
 CSV_COLUMNS = (
     "section",

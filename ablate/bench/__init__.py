@@ -1,1 +1,0 @@
-"""Micro-benchmarks (`ablate bench`): measured here, reported as ratios against a baseline."""
