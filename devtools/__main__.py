@@ -45,6 +45,10 @@ TOOLS: dict[str, Tool] = {
         "devtools.verl_parity",
         "ablate's losses and advantages against verl's code (needs verl on the path)",
     ),
+    "architecture": Tool(
+        "devtools.architecture",
+        "the package's floors: import circles, imports that reach up, modules over 400 lines",
+    ),
     "arithmetic-subsets": Tool(
         "devtools.arithmetic_subsets",
         "rewrite ablate/tasks/data/arithmetic_subsets.json (the easy and hard problems)",

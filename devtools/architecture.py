@@ -1,0 +1,314 @@
+"""The package's layout, checked: every module of `ablate` on a floor, imports only downward
+(module level, inside functions and under `if TYPE_CHECKING:` alike), no import circles, no
+module over the line cap. `python -m devtools architecture` prints the report; the test suite
+asserts it (tests/test_architecture.py).
+
+Floors, bottom up (a module may import its own floor and those below):
+0 records and ports: data types, the tracking port, the small utilities everything uses
+1 core: the factor space, the loss maths and their registries, trial specs, peers
+2 pieces: tasks, templates, models, rollout engines and the one sampler
+3 step stages: sampling loop, forward passes, shaping, estimators, update, compute, diagnostics
+4 trial: the trainer (setup / step / loop), evaluation, the Pass@k sweep
+5 adapters: the results stores behind the tracking port (MLflow, files)
+6 orchestration: studies, preflight, runner, leases, workers, tuning, the Pass@G phase
+7 report
+8 edges: commands and the CLI
+"""
+
+from __future__ import annotations
+
+import ast
+import collections
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+#: A module's floor is that of its longest listed prefix.
+FLOORS: dict[str, int] = {
+    **dict.fromkeys(
+        ("errors", "registry", "seeding", "masked", "faults", "threads", "records", "platform"),
+        0,
+    ),
+    "tracking.base": 0,
+    **dict.fromkeys(
+        (
+            "algorithms",
+            "algorithm_checks",
+            "advantages",
+            "surrogates",
+            "objective",
+            "critic",
+            "presets",
+            "confounds",
+            "spec",
+            "overrides",
+            "peers",
+            "passk",
+        ),
+        1,
+    ),
+    **dict.fromkeys(("tasks", "templates", "models", "rollout", "fast_llama", "decode_cache"), 2),
+    **dict.fromkeys(
+        (
+            "batch",
+            "forward",
+            "shaping",
+            "estimators",
+            "update",
+            "diagnostics",
+            "compute",
+            "checkpoint",
+        ),
+        3,
+    ),
+    **dict.fromkeys(("trainer", "evaluation", "passk_sweep"), 4),
+    "tracking": 5,
+    **dict.fromkeys(
+        (
+            "study",
+            "study_checks",
+            "preflight",
+            "runner",
+            "lease",
+            "distributed",
+            "tune",
+            "passk_phase",
+        ),
+        6,
+    ),
+    "report": 7,
+    **dict.fromkeys(("commands", "cli", "testing"), 8),
+    "": 8,  # the package's own __init__: the public API re-exports from every floor
+}
+FLOORS = {f"ablate.{k}" if k else "ablate": v for k, v in FLOORS.items()}
+#: No module of the package over this many lines.
+MAX_LINES = 400
+
+
+@dataclass(frozen=True)
+class Edge:
+    source: str
+    target: str
+    line: int
+    kind: str  # "module" | "function" | "type"
+
+
+def module_names(root: Path) -> dict[str, Path]:
+    out = {}
+    for path in sorted((root / "ablate").rglob("*.py")):
+        name = ".".join(path.relative_to(root).with_suffix("").parts)
+        out[name.removesuffix(".__init__")] = path
+    return out
+
+
+def _type_checking(test: ast.expr) -> bool:
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+def import_edges(root: Path) -> list[Edge]:
+    """Every import of one ablate module by another, with where and how it is made."""
+    modules = module_names(root)
+
+    def resolve(name: str) -> str | None:
+        parts = name.split(".")
+        while parts and ".".join(parts) not in modules:
+            parts.pop()
+        return ".".join(parts) or None
+
+    edges = []
+    for name, path in modules.items():
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+
+        def targets(node: ast.AST) -> list[str]:
+            if isinstance(node, ast.Import):
+                return [a.name for a in node.names]
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*parts, base] if base else parts)
+            full = [f"{base}.{a.name}" for a in node.names]
+            return [f if f in modules else base for f in full]
+
+        def visit(node: ast.AST, kind: str) -> None:
+            for child in ast.iter_child_nodes(node):
+                if isinstance(child, ast.If) and _type_checking(child.test):
+                    for c in child.body:
+                        visit_one(c, "type")
+                    for c in child.orelse:
+                        visit_one(c, kind)
+                    continue
+                inner = kind
+                if isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
+                    inner = "type" if kind == "type" else "function"
+                visit_one(child, inner)
+
+        def visit_one(node: ast.AST, kind: str) -> None:
+            if isinstance(node, ast.Import | ast.ImportFrom):
+                for target in targets(node):
+                    found = resolve(target) if target.startswith("ablate") else None
+                    if found and found != name:
+                        edges.append(Edge(name, found, node.lineno, kind))
+            visit(node, kind)
+
+        visit(ast.parse(path.read_text()), "module")
+    return edges
+
+
+def floor_of(module: str) -> int | None:
+    parts = module.split(".")
+    while len(parts) > 1:
+        floor = FLOORS.get(".".join(parts))
+        if floor is not None:
+            return floor
+        parts.pop()
+    return FLOORS.get(module)  # the package itself
+
+
+def unplaced(modules: list[str]) -> list[str]:
+    """Modules no floor is declared for (a new module must be placed)."""
+    return [m for m in modules if floor_of(m) is None]
+
+
+def upward(edges: list[Edge]) -> list[Edge]:
+    """Imports that reach a higher floor than their module's."""
+    return [
+        e
+        for e in edges
+        if None not in (floor_of(e.source), floor_of(e.target))
+        and floor_of(e.target) > floor_of(e.source)
+    ]
+
+
+def long_modules(root: Path, limit: int = MAX_LINES) -> dict[str, int]:
+    """Modules over `limit` lines, with their line counts."""
+    counts = {m: len(p.read_text().splitlines()) for m, p in module_names(root).items()}
+    return {m: n for m, n in counts.items() if n > limit}
+
+
+def circles(modules: list[str], edges: list[Edge]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan), each sorted."""
+    graph = collections.defaultdict(set)
+    for e in edges:
+        graph[e.source].add(e.target)
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def connect(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in graph[v]:
+            if w not in index:
+                connect(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    sys.setrecursionlimit(max(10_000, sys.getrecursionlimit()))
+    for v in modules:
+        if v not in index:
+            connect(v)
+    return found
+
+
+#: The stages of one RL step in pipeline order, by the modules that implement them.
+STAGES = (
+    ("sample", ("ablate.batch", "ablate.rollout", "ablate.tasks", "ablate.templates")),
+    ("forward", ("ablate.forward",)),
+    ("shape", ("ablate.shaping",)),
+    ("estimate", ("ablate.estimators", "ablate.critic", "ablate.advantages")),
+    ("update", ("ablate.update", "ablate.objective", "ablate.surrogates")),
+    ("account", ("ablate.compute",)),
+    ("log", ("ablate.diagnostics",)),
+)
+
+
+def stage_of(module: str) -> int | None:
+    for index, (_, prefixes) in enumerate(STAGES):
+        if any(module == p or module.startswith(p + ".") for p in prefixes):
+            return index
+    return None
+
+
+def step_calls(run_step, step_module: str) -> list[tuple[str, str]]:
+    """(module, function) of every ablate call the step's own module makes while `run_step()`
+    runs, in order (records, the step's own helpers and setup properties included)."""
+    calls: list[tuple[str, str]] = []
+
+    def profile(frame, event, arg):
+        caller = frame.f_back
+        if event != "call" or caller is None:
+            return
+        if caller.f_globals.get("__name__") != step_module:
+            return
+        callee = frame.f_globals.get("__name__", "")
+        if callee.startswith("ablate") and callee != step_module:
+            calls.append((callee, frame.f_code.co_name))
+
+    sys.setprofile(profile)
+    try:
+        run_step()
+    finally:
+        sys.setprofile(None)
+    return calls
+
+
+def climbs_back(calls: list[tuple[str, str]]) -> list[str]:
+    """The calls into a stage earlier than one the step had already reached."""
+    reached, out = -1, []
+    for module, function in calls:
+        stage = stage_of(module)
+        if stage is None:
+            continue  # records, setup: data, not a stage
+        if stage < reached:
+            out.append(f"{module}.{function} ({STAGES[stage][0]} after {STAGES[reached][0]})")
+        reached = max(reached, stage)
+    return out
+
+
+def report(root: Path) -> list[str]:
+    """The layout check as lines of text (what `python -m devtools architecture` prints)."""
+    modules = list(module_names(root))
+    edges = import_edges(root)
+    runtime = [e for e in edges if e.kind != "type"]
+    lines = [
+        f"{len(modules)} modules, {len({(e.source, e.target) for e in runtime})} runtime imports "
+        f"({sum(e.kind == 'function' for e in edges)} inside functions), "
+        f"{sum(e.kind == 'type' for e in edges)} for type checking only",
+    ]
+    found = circles(modules, edges)
+    lines.append(f"import circles: {len(found)}")
+    lines += ["  " + " <-> ".join(c) for c in found]
+    up = sorted(set(upward(edges)), key=lambda e: (e.source, e.line, e.target))
+    lines.append(f"imports that reach up a floor: {len(up)}")
+    lines += [f"  {e.source}:{e.line} -> {e.target} ({e.kind})" for e in up]
+    lines.append(f"modules on no floor: {unplaced(modules)}")
+    lines.append(f"modules over {MAX_LINES} lines: {long_modules(root)}")
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    parser = argparse.ArgumentParser(
+        prog="python -m devtools architecture", description=__doc__.splitlines()[0]
+    )
+    parser.add_argument("--root", default=".", help="the repository root")
+    args = parser.parse_args(argv)
+    print("\n".join(report(Path(args.root))))
+    return 0
