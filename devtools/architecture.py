@@ -110,50 +110,61 @@ def _type_checking(test: ast.expr) -> bool:
 def import_edges(root: Path) -> list[Edge]:
     """Every import of one ablate module by another, with where and how it is made."""
     modules = module_names(root)
+    edges: list[Edge] = []
+    for name, path in modules.items():
+        edges += _ModuleImports(name, path, modules).edges()
+    return edges
 
-    def resolve(name: str) -> str | None:
+
+class _ModuleImports:
+    """The imports of one module, found by walking its syntax tree."""
+
+    def __init__(self, name: str, path: Path, modules: dict[str, Path]) -> None:
+        self.name, self.path, self.modules = name, path, modules
+        self.package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        self.found: list[Edge] = []
+
+    def edges(self) -> list[Edge]:
+        self._visit(ast.parse(self.path.read_text()), "module")
+        return self.found
+
+    def _resolve(self, name: str) -> str | None:
         parts = name.split(".")
-        while parts and ".".join(parts) not in modules:
+        while parts and ".".join(parts) not in self.modules:
             parts.pop()
         return ".".join(parts) or None
 
-    edges = []
-    for name, path in modules.items():
-        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    def _targets(self, node: ast.Import | ast.ImportFrom) -> list[str]:
+        if isinstance(node, ast.Import):
+            return [a.name for a in node.names]
+        base = node.module or ""
+        if node.level:
+            parts = self.package.split(".")
+            parts = parts[: len(parts) - node.level + 1]
+            base = ".".join([*parts, base] if base else parts)
+        full = [f"{base}.{a.name}" for a in node.names]
+        return [f if f in self.modules else base for f in full]
 
-        def targets(node: ast.AST) -> list[str]:
-            if isinstance(node, ast.Import):
-                return [a.name for a in node.names]
-            base = node.module or ""
-            if node.level:
-                parts = package.split(".")[: len(package.split(".")) - node.level + 1]
-                base = ".".join([*parts, base] if base else parts)
-            full = [f"{base}.{a.name}" for a in node.names]
-            return [f if f in modules else base for f in full]
+    def _visit(self, node: ast.AST, kind: str) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.If) and _type_checking(child.test):
+                for c in child.body:
+                    self._visit_one(c, "type")
+                for c in child.orelse:
+                    self._visit_one(c, kind)
+                continue
+            inner = kind
+            if isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
+                inner = "type" if kind == "type" else "function"
+            self._visit_one(child, inner)
 
-        def visit(node: ast.AST, kind: str) -> None:
-            for child in ast.iter_child_nodes(node):
-                if isinstance(child, ast.If) and _type_checking(child.test):
-                    for c in child.body:
-                        visit_one(c, "type")
-                    for c in child.orelse:
-                        visit_one(c, kind)
-                    continue
-                inner = kind
-                if isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
-                    inner = "type" if kind == "type" else "function"
-                visit_one(child, inner)
-
-        def visit_one(node: ast.AST, kind: str) -> None:
-            if isinstance(node, ast.Import | ast.ImportFrom):
-                for target in targets(node):
-                    found = resolve(target) if target.startswith("ablate") else None
-                    if found and found != name:
-                        edges.append(Edge(name, found, node.lineno, kind))
-            visit(node, kind)
-
-        visit(ast.parse(path.read_text()), "module")
-    return edges
+    def _visit_one(self, node: ast.AST, kind: str) -> None:
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            for target in self._targets(node):
+                found = self._resolve(target) if target.startswith("ablate") else None
+                if found and found != self.name:
+                    self.found.append(Edge(self.name, found, node.lineno, kind))
+        self._visit(node, kind)
 
 
 def floor_of(module: str) -> int | None:
