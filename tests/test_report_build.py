@@ -9,9 +9,9 @@ import pandas as pd
 import pytest
 
 from ablate import tracking
-from ablate.report import render
-from ablate.report.build import build_report, build_tables
-from ablate.report.load import load_study_data
+from ablate.report.data.load import load_study_data
+from ablate.report.render import formats
+from ablate.report.render.build import build_report, build_tables
 from ablate.study import Budget, EvalSpec, Study, arm
 
 STEPS = 4
@@ -212,7 +212,7 @@ def test_report_opens_with_findings_then_the_configuration(report):
 def test_cells_below_three_seeds_show_a_mean_only(report):
     study, results, uri, _ = report
     built = build_tables(load_study_data(study, results, uri))
-    main = render.to_markdown(next(t for t in built.tables if t.name == "main"))
+    main = formats.to_markdown(next(t for t in built.tables if t.name == "main"))
     dr = next(line for line in main.splitlines() if line.startswith("| dr_grpo"))
     assert "n=2: too few seeds for an interval" in dr and "[" not in dr
     grpo = next(line for line in main.splitlines() if line.startswith("| grpo"))

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from ablate.algorithms import Algorithm
-from ablate.report import claim_rules as rules
-from ablate.report.tricks import FINDINGS, NO_EFFECT_MARGIN, claims_table, tricks_claims
+from ablate.report.claims import rules as rules
+from ablate.report.claims.paper import FINDINGS, NO_EFFECT_MARGIN, claims_table, tricks_claims
 from ablate.testing import study_data
 
 GRPO4 = Algorithm(minibatches=4, kl_coef=0.0)

@@ -9,7 +9,7 @@ import pytest
 
 from ablate.confounds import differing_fields
 from ablate.errors import StudyWarning
-from ablate.report.tricks import FINDINGS
+from ablate.report.claims.paper import FINDINGS
 from ablate.study import load_study
 
 STUDIES = Path(__file__).resolve().parents[1] / "studies"

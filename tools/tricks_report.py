@@ -9,8 +9,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from ablate.report.load import load_study_data
-from ablate.report.tricks import FINDINGS, claims_table, tricks_claims
+from ablate.report.claims.paper import FINDINGS, claims_table, tricks_claims
+from ablate.report.data.load import load_study_data
 from ablate.study import load_study
 
 STUDIES = Path(__file__).resolve().parent.parent / "studies"

@@ -21,7 +21,7 @@ def report(
     study's MLflow run."""
     from rich.console import Console
 
-    from ablate.report.build import build_report
+    from ablate.report.render.build import build_report
     from ablate.study import load_study
 
     loaded = load_study(study)

@@ -20,8 +20,8 @@ import numpy as np
 import pandas as pd
 
 from ablate.errors import ConfigError
-from ablate.report import stats
 from ablate.report.simulate import StudyModel, sigma_for_seed_sd, simulate
+from ablate.report.stats import inference as stats
 
 SEEDS = (3, 5, 10)
 ARMS = (4, 8)

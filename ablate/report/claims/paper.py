@@ -19,10 +19,10 @@ from dataclasses import dataclass, replace
 import numpy as np
 import pandas as pd
 
-from ablate.report import claim_rules as rules
-from ablate.report import measures as m
-from ablate.report import stats
-from ablate.report.load import StudyData
+from ablate.report.claims import rules as rules
+from ablate.report.data.load import StudyData
+from ablate.report.stats import inference
+from ablate.report.stats import measures as m
 
 #: Δ pass@1 inside which "no effect" is supported: a quarter of the base rung's RL gain here.
 NO_EFFECT_MARGIN = 0.03
@@ -160,7 +160,7 @@ def test_finding(finding: Finding, data: StudyData | None) -> rules.Claim:
     values = per_trial(data, finding)
     a = m.by_seed(data, values, finding.arm, finding.model, TEMPLATE, with_diverged=True)
     b = m.by_seed(data, values, finding.reference, finding.model, TEMPLATE, with_diverged=True)
-    contrast = stats.paired_contrast(*m.matched(a, b))
+    contrast = inference.paired_contrast(*m.matched(a, b))
     claim = rules.tested(base, contrast.diff, contrast.p_value, note=_mechanism(data, finding))
     if finding.direction == 0 and claim.verdict == rules.INCONCLUSIVE:
         return replace(claim, verdict=_no_effect_verdict(claim))

@@ -8,10 +8,10 @@ import math
 import pandas as pd
 
 from ablate import confounds
-from ablate.report import contrasts as cx
-from ablate.report import measures as m
-from ablate.report import stats
-from ablate.report.load import StudyData
+from ablate.report.data.load import StudyData
+from ablate.report.stats import contrasts as cx
+from ablate.report.stats import inference
+from ablate.report.stats import measures as m
 
 TOKEN_RATIO_FLAG = 1.1  # an arm generating >10% more tokens per step than the reference
 
@@ -22,17 +22,17 @@ def _f(x: float) -> str:
     return f"{x:+.1e}" if x != 0 and abs(x) < 1e-3 else f"{x:+.3f}"
 
 
-def _interval(e: stats.Estimate) -> str:
+def _interval(e: inference.Estimate) -> str:
     return f"[{_f(e.low)}, {_f(e.high)}]" if math.isfinite(e.low) else ""
 
 
 def contrast_sentence(r: cx.ContrastRow) -> str:
     c, where = r.contrast, f"{r.arm} vs {r.reference} ({r.cell}, {r.kind})"
     d = c.diff
-    if r.n < stats.MIN_SEEDS:
+    if r.n < inference.MIN_SEEDS:
         return (
             f"{where}: Δ pass@1 = {_f(d.value)} over n={r.n} seeds: too few seeds for an "
-            f"interval or a test (needs {stats.MIN_SEEDS})."
+            f"interval or a test (needs {inference.MIN_SEEDS})."
         )
     head = f"{where}: Δ pass@1 = {_f(d.value)} {_interval(d)}, {r.n} seeds, {c.test}"
     if r.significant:
@@ -126,7 +126,7 @@ def aa_sentences(rows: list[cx.ContrastRow]) -> list[str]:
     out = []
     for r in rows:
         d = r.contrast.diff
-        if r.n < stats.MIN_SEEDS:
+        if r.n < inference.MIN_SEEDS:
             out.append(f"A/A check {r.arm} vs {r.reference}: too few seeds (n={r.n}).")
         elif r.significant:
             out.append(

@@ -19,10 +19,8 @@ from dataclasses import replace
 import numpy as np
 import pandas as pd
 
-from ablate.report import claim_rules as r
-from ablate.report import measures as m
-from ablate.report import stats
-from ablate.report.claim_rules import (  # noqa: F401  (the verdict vocabulary, re-exported)
+from ablate.report.claims import rules as r
+from ablate.report.claims.rules import (  # noqa: F401  (the verdict vocabulary, re-exported)
     ALPHA,
     CEILING,
     CLIP_BINDS_MIN,
@@ -43,7 +41,9 @@ from ablate.report.claim_rules import (  # noqa: F401  (the verdict vocabulary, 
     main_cell,
     verdict,
 )
-from ablate.report.load import StudyData
+from ablate.report.data.load import StudyData
+from ablate.report.stats import inference
+from ablate.report.stats import measures as m
 
 
 # --- (1a) analytic ---------------------------------------------------------------------------
@@ -313,7 +313,7 @@ def template_contrasts(passk: pd.DataFrame, k: int = 1) -> pd.DataFrame:
             rows[-1].update(low=d - 1.96 * se, high=d + 1.96 * se, p=pv, n=int(ref["n_problems"]))
     out = pd.DataFrame(rows)
     if len(out):
-        out["p_holm"] = stats.holm(out["p"].to_numpy())
+        out["p_holm"] = inference.holm(out["p"].to_numpy())
     return out
 
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats as sps
 
-from ablate.report.curvefit import (
+from ablate.report.curves.fit import (
     ALPHA,
     B_RANGE,
     NOT_LEVELLED,

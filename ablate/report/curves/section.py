@@ -8,10 +8,7 @@ import math
 
 import numpy as np
 
-from ablate.report import stats
-from ablate.report.curvecheck import at_ceiling
-from ablate.report.curvefit import fit_sigmoid, sigmoid
-from ablate.report.curves import (
+from ablate.report.curves.analysis import (
     ArmCurves,
     CurveContrast,
     arm_curves,
@@ -20,8 +17,11 @@ from ablate.report.curves import (
     trial_curves,
     window,
 )
-from ablate.report.load import StudyData
-from ablate.report.tables import Table
+from ablate.report.curves.check import at_ceiling
+from ablate.report.curves.fit import fit_sigmoid, sigmoid
+from ablate.report.data.load import StudyData
+from ablate.report.render.headline import Table
+from ablate.report.stats import inference
 from ablate.trial import CurveSpec
 
 
@@ -95,13 +95,13 @@ def _verdict(c: CurveContrast) -> str:
         return f"A {'higher' if c.delta_a.diff.value > 0 else 'lower'} than {c.reference}"
     if not c.levelled:
         first = "A not tested: the curves have not levelled off"
-    elif c.delta_a.n < stats.MIN_SEEDS:
+    elif c.delta_a.n < inference.MIN_SEEDS:
         first = f"A not testable: too few seeds with fits of both ({c.delta_a.n})"
     else:
         first = "A within the noise"
     if c.b_ratio is None or not math.isfinite(c.p_b):
         return f"{first}; B not comparable (too few shared-A fits)"
-    if c.p_b < stats.ALPHA:
+    if c.p_b < inference.ALPHA:
         return f"{first}; B {'higher' if c.b_ratio.value > 1 else 'lower'} (shared A)"
     return f"{first}; B within the noise (shared A): no difference found"
 
@@ -138,7 +138,7 @@ def contrast_table(rows: list[CurveContrast]) -> Table:
     return Table("compute_curve_contrasts", caption, out)
 
 
-def _f(e: stats.Estimate, digits: int = 3) -> str:
+def _f(e: inference.Estimate, digits: int = 3) -> str:
     if not math.isfinite(e.low):
         return f"{e.value:.{digits}g} (n={e.n})"
     return f"{e.value:.{digits}g} [{e.low:.{digits}g}, {e.high:.{digits}g}]"
@@ -211,10 +211,10 @@ def _band(ax, curves, color) -> None:
     """Mean and 95% t band over seeds at the compute marks every seed has an eval for."""
     marks = [dict(zip(c.marks, zip(c.c, c.r, strict=True), strict=True)) for c in curves]
     shared = sorted(set.intersection(*(set(k for k in mk if np.isfinite(k)) for mk in marks)))
-    if len(curves) < stats.MIN_SEEDS or len(shared) < 2:
+    if len(curves) < inference.MIN_SEEDS or len(shared) < 2:
         return
     x = [float(np.mean([mk[k][0] for mk in marks])) for k in shared]
-    est = [stats.t_interval([mk[k][1] for mk in marks]) for k in shared]
+    est = [inference.t_interval([mk[k][1] for mk in marks]) for k in shared]
     ax.plot(x, [e.value for e in est], "-", color=color, lw=0.8, alpha=0.7)
     low, high = (np.clip([getattr(e, b) for e in est], 0, 1) for b in ("low", "high"))
     ax.fill_between(x, low, high, color=color, alpha=0.18)

@@ -10,13 +10,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from ablate import tracking
-from ablate.report import contrasts as cx
-from ablate.report import render, secondary, tables
-from ablate.report.claims import analytic_claims, evaluate_claims, template_contrasts
-from ablate.report.curve_tables import curve_section
-from ablate.report.figures import write_figures
-from ablate.report.findings import findings
-from ablate.report.load import StudyData, load_study_data
+from ablate.report.claims.sentences import findings
+from ablate.report.claims.tutorial import analytic_claims, evaluate_claims, template_contrasts
+from ablate.report.curves.section import curve_section
+from ablate.report.data.load import StudyData, load_study_data
+from ablate.report.render import formats, headline, secondary
+from ablate.report.render.figures import write_figures
+from ablate.report.stats import contrasts as cx
 from ablate.study import Study
 
 # Reads on a phone (390 px) as on a desktop: wide tables scroll inside their own box, figures
@@ -35,7 +35,7 @@ CSS = (
 @dataclass
 class Built:
     findings: dict[str, list[str]]
-    tables: list[tables.Table]
+    tables: list[headline.Table]
 
 
 def build_tables(data: StudyData) -> Built:
@@ -43,15 +43,15 @@ def build_tables(data: StudyData) -> Built:
     aa = cx.replicate_contrasts(data)
     claims = evaluate_claims(data)
     out = [
-        tables.config_table(data),
-        tables.main_table(data, steps),
-        tables.compute_table(data, tokens),
+        headline.config_table(data),
+        headline.main_table(data, steps),
+        headline.compute_table(data, tokens),
     ]
     if aa:
-        out.append(tables.aa_table(aa))
+        out.append(headline.aa_table(aa))
     out += [
-        tables.survival_table(data),
-        tables.incomplete_table(data),
+        headline.survival_table(data),
+        headline.incomplete_table(data),
         secondary.measures_table(data),
         secondary.claims_table(claims),
         secondary.claims_table(analytic_claims(data), "analytic"),
@@ -94,7 +94,7 @@ def write_markdown(data: StudyData, built: Built, figures: list[Path], folder: P
     lines = [f"# Report: {data.name}", "", f"_{datetime.now(UTC):%Y-%m-%d %H:%M} UTC_", ""]
     lines += [_summary(data), "", *_findings_markdown(built.findings)]
     for table in built.tables:
-        lines += [f"## {table.name}", "", render.to_markdown(table)]
+        lines += [f"## {table.name}", "", formats.to_markdown(table)]
     lines += ["## figures", ""]
     lines += [f"![{p.stem}](figures/{p.name})" for p in figures]
     path = folder / "report.md"
@@ -122,7 +122,7 @@ def write_html(data: StudyData, built: Built, figures: list[Path], folder: Path)
         _findings_html(built.findings),
     ]
     for table in built.tables:
-        parts += [f"<h2>{html.escape(table.name)}</h2>", render.to_html(table)]
+        parts += [f"<h2>{html.escape(table.name)}</h2>", formats.to_html(table)]
     parts.append("<h2>figures</h2>")
     for png in figures:
         encoded = base64.b64encode(png.read_bytes()).decode()
@@ -164,7 +164,7 @@ def build_report(
     folder.mkdir(parents=True, exist_ok=True)
     built = build_tables(data)
     for table in built.tables:
-        render.write_table(table, folder / "tables")
+        formats.write_table(table, folder / "tables")
     figures = write_figures(data, folder / "figures")
     write_markdown(data, built, figures, folder)
     write_html(data, built, figures, folder)

@@ -8,9 +8,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ablate.report import latex as tex
-from ablate.report.stats import MIN_SEEDS, Estimate
-from ablate.report.tables import SIGNIFICANT, Table
+from ablate.report.render import latex as tex
+from ablate.report.render.headline import SIGNIFICANT, Table
+from ablate.report.stats.inference import MIN_SEEDS, Estimate
 
 
 def _num(x: float | None, digits: int = 3) -> str:

@@ -2,7 +2,7 @@
 as Markdown, LaTeX and CSV by `render`.
 
 Seed-level numbers: a mean over seeds with a Student-t 95% interval (calibrated by simulation in
-the test suite); below `stats.MIN_SEEDS` seeds a mean only. N is given once per row. Nothing is
+the test suite); below `inference.MIN_SEEDS` seeds a mean only. N is given once per row. Nothing is
 bolded except a contrast that is significant after Holm.
 """
 
@@ -15,10 +15,10 @@ import numpy as np
 import pandas as pd
 
 from ablate import confounds
-from ablate.report import contrasts as cx
-from ablate.report import measures as m
-from ablate.report import stats
-from ablate.report.load import StudyData
+from ablate.report.data.load import StudyData
+from ablate.report.stats import contrasts as cx
+from ablate.report.stats import inference
+from ablate.report.stats import measures as m
 
 SIGNIFICANT = "_significant"  # row key (not a column): bold the contrast cell, mark it *
 
@@ -47,11 +47,11 @@ def seed_estimate(
     *,
     headline: bool = False,
     bounds: tuple[float, float] | None = None,
-) -> stats.Estimate:
+) -> inference.Estimate:
     """Mean over the cell's seeds with its t interval (none below MIN_SEEDS), clipped to the
     measure's range `bounds` (which cannot lose coverage: the truth lies inside it)."""
     series = m.by_seed(data, values, *cell, with_diverged=headline)
-    est = stats.t_interval(series.dropna().to_numpy())
+    est = inference.t_interval(series.dropna().to_numpy())
     if bounds is None or not np.isfinite(est.low):
         return est
     low, high = (float(np.clip(x, *bounds)) for x in (est.low, est.high))
@@ -135,7 +135,7 @@ def _contrast_cells(row: cx.ContrastRow | None, arm: str, data: StudyData) -> di
 
 
 def _needed_text(row: cx.ContrastRow, effect: float | None) -> str:
-    if row.n < stats.MIN_SEEDS or not finite(row.contrast.sd):
+    if row.n < inference.MIN_SEEDS or not finite(row.contrast.sd):
         return ""
 
     def count(n: int | None) -> str:

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ablate.report import measures as m
-from ablate.report import stats
-from ablate.report.load import StudyData
-from ablate.report.tables import UNIT, Table, seed_estimate, seeds_text
+from ablate.report.data.load import StudyData
+from ablate.report.render.headline import UNIT, Table, seed_estimate, seeds_text
+from ablate.report.stats import inference
+from ablate.report.stats import measures as m
 
 
 def measures_table(data: StudyData) -> Table:
@@ -98,7 +98,7 @@ def base_table(data: StudyData) -> Table:
     for _, r in p.iterrows() if len(p) else []:
         row = dict(model=r["model"], template=r["template"], k=int(r["k"]))
         row["problems"] = int(r["n_problems"])
-        row["pass@k"] = stats.Estimate(
+        row["pass@k"] = inference.Estimate(
             r["pass_at_k"], r["ci_low"], r["ci_high"], int(r["n_problems"])
         )
         row["pass^k"] = float(r["pass_hat_k"])
@@ -133,7 +133,7 @@ def claims_table(claims: pd.DataFrame, name: str = "claims") -> Table:
                 statistic=c["statistic"],
                 n=int(c["n"]),
                 estimate=(
-                    stats.Estimate(c["value"], c["low"], c["high"], int(c["n"]))
+                    inference.Estimate(c["value"], c["low"], c["high"], int(c["n"]))
                     if name == "claims"
                     else float(c["value"])
                 ),

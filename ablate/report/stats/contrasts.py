@@ -18,9 +18,9 @@ from dataclasses import dataclass, replace
 import numpy as np
 import pandas as pd
 
-from ablate.report import measures as m
-from ablate.report import stats
-from ablate.report.load import StudyData
+from ablate.report.data.load import StudyData
+from ablate.report.stats import inference
+from ablate.report.stats import measures as m
 
 POWER = 0.8
 STEPS, TOKENS, AA = "equal steps", "equal tokens", "A/A"
@@ -33,7 +33,7 @@ class ContrastRow:
     model: str
     template: str
     kind: str
-    contrast: stats.Contrast
+    contrast: inference.Contrast
     p_holm: float = float("nan")
     family: int = 1
     mde: float = float("nan")
@@ -44,7 +44,7 @@ class ContrastRow:
 
     @property
     def significant(self) -> bool:
-        return bool(np.isfinite(self.p_holm) and self.p_holm < stats.ALPHA)
+        return bool(np.isfinite(self.p_holm) and self.p_holm < inference.ALPHA)
 
     @property
     def n(self) -> int:
@@ -77,7 +77,7 @@ def _paired_rows(
             if arm == ref or not _has_trials(data, arm, model, template):
                 continue
             a = m.by_seed(data, values, arm, model, template, with_diverged=True)
-            c = stats.paired_contrast(*m.matched(a, r))
+            c = inference.paired_contrast(*m.matched(a, r))
             rows.append(ContrastRow(arm, ref, model, template, kind, c, tokens=tokens, note=note))
     return rows
 
@@ -100,9 +100,9 @@ def with_holm_and_power(rows: list[ContrastRow], effect: float | None) -> list[C
     contrast under MIN_SEEDS seeds has none and does not count)."""
     if not rows:
         return rows
-    adjusted = stats.holm([r.contrast.p_value for r in rows])
+    adjusted = inference.holm([r.contrast.p_value for r in rows])
     tests = sum(np.isfinite(r.contrast.p_value) for r in rows)
-    alpha = stats.ALPHA / max(tests, 1)
+    alpha = inference.ALPHA / max(tests, 1)
     out = []
     for row, p in zip(rows, adjusted, strict=True):
         c = row.contrast
@@ -112,9 +112,11 @@ def with_holm_and_power(rows: list[ContrastRow], effect: float | None) -> list[C
                 row,
                 p_holm=float(p),
                 family=tests,
-                mde=stats.mde_paired(c.sd, c.n, alpha=alpha, power=POWER),
-                seeds_for_observed=stats.seeds_needed(observed, c.sd, alpha, POWER),
-                seeds_for_effect=stats.seeds_needed(effect, c.sd, alpha, POWER) if effect else None,
+                mde=inference.mde_paired(c.sd, c.n, alpha=alpha, power=POWER),
+                seeds_for_observed=inference.seeds_needed(observed, c.sd, alpha, POWER),
+                seeds_for_effect=inference.seeds_needed(effect, c.sd, alpha, POWER)
+                if effect
+                else None,
             )
         )
     return out
@@ -143,6 +145,6 @@ def replicate_contrasts(data: StudyData) -> list[ContrastRow]:
                 continue
             a = m.by_seed(data, values, replicate, model, template, with_diverged=True)
             b = m.by_seed(data, values, original, model, template, with_diverged=True)
-            c = stats.welch_contrast(a.dropna().to_numpy(), b.dropna().to_numpy())
+            c = inference.welch_contrast(a.dropna().to_numpy(), b.dropna().to_numpy())
             rows.append(ContrastRow(replicate, original, model, template, AA, c))
     return with_holm_and_power(rows, data.effect_of_interest)

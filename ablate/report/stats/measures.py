@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ablate.report.load import StudyData
+from ablate.report.data.load import StudyData
 
 
 def curve(history: pd.DataFrame, metric: str) -> pd.DataFrame:
