@@ -3,7 +3,7 @@ known (A, B, C_mid) plus noise.
 
 The recovery tolerance, derived: a least-squares fit on n points with independent noise of SD σ
 estimates θ = (A, ln B, ln C_mid) with covariance σ²(JᵀJ)⁻¹ to first order (J: the model's
-Jacobian at the truth, `curvecheck.standard_errors`). A recovered parameter must lie within
+Jacobian at the truth, `curves.check.standard_errors`). A recovered parameter must lie within
 5 standard errors of the truth, plus half a grid step where the fit is on a grid (A: 0.0025;
 ln C_mid: half the log spacing of the C_mid grid). Under that normal approximation a 5-SE miss has
 probability 6e-7 per parameter; the approximation itself is checked against 200 simulated

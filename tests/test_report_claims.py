@@ -1,5 +1,5 @@
-"""Each claim of ablate.report.claims on synthetic frames built to support it, to contradict it
-and to leave it inconclusive (plus the 'not tested' paths)."""
+"""Each claim of ablate.report.claims (tutorial, analytic) on synthetic frames built to support
+it, to contradict it and to leave it inconclusive (plus the 'not tested' paths)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,9 @@ import pandas as pd
 import pytest
 
 from ablate.presets import baseline
-from ablate.report.claims import tutorial
+from ablate.report.claims import analytic, rules, tutorial
 from ablate.report.data.load import StudyData
+from ablate.report.stats.contrasts import template_contrasts
 
 SEEDS = range(6)
 GRPO = dataclasses.replace(baseline("grpo"), kl_coef=0.0)  # no KL: it would confound the pairs
@@ -25,9 +26,9 @@ ALGOS = {
 }
 
 
-def judged(claim: tutorial.Claim) -> tutorial.Claim:
+def judged(claim: rules.Claim) -> rules.Claim:
     """The claim after the study-wide step: Holm over the tested claims, then the verdict."""
-    return tutorial.adjudicate([claim])[0]
+    return rules.adjudicate([claim])[0]
 
 
 def make(runs, passk=None, group_size=8, reference="grpo", algorithms=True) -> StudyData:
@@ -77,21 +78,21 @@ def make(runs, passk=None, group_size=8, reference="grpo", algorithms=True) -> S
 # --- 1a --------------------------------------------------------------------------------------
 def test_token_weights_by_hand():
     # two rows of 4 and 2 tokens: per-sequence token mean gives 1/(2*4) and 1/(2*2)
-    assert tutorial.token_weights("seq_mean_token_mean", None, 4, 2) == pytest.approx((0.125, 0.25))
+    assert analytic.token_weights("seq_mean_token_mean", None, 4, 2) == pytest.approx((0.125, 0.25))
     # sum / (rows * constant 8) gives 1/16 to every token
-    assert tutorial.token_weights("seq_mean_token_sum_norm", 8, 4, 2) == pytest.approx(
+    assert analytic.token_weights("seq_mean_token_sum_norm", 8, 4, 2) == pytest.approx(
         (1 / 16,) * 2
     )
 
 
 def test_1a_is_analytic_it_holds_for_the_presets_and_fails_for_equal_weights():
-    c = tutorial.claim_length_norm_downweights_long_tokens(make([]))
-    assert c.verdict == tutorial.HOLDS and c.value == pytest.approx(0.5)
-    assert tutorial.length_norm_weighting_verdict(1.0, 1.0, 60, 30).verdict == tutorial.FAILS
-    assert tutorial.length_norm_weighting_verdict(0.5, 0.5, 60, 30).verdict == tutorial.FAILS
+    c = analytic.claim_length_norm_downweights_long_tokens(make([]))
+    assert c.verdict == rules.HOLDS and c.value == pytest.approx(0.5)
+    assert analytic.length_norm_weighting_verdict(1.0, 1.0, 60, 30).verdict == rules.FAILS
+    assert analytic.length_norm_weighting_verdict(0.5, 0.5, 60, 30).verdict == rules.FAILS
     # reported apart from the empirical claims, never among their verdicts
-    assert list(tutorial.analytic_claims(make([]))["id"]) == ["1a"]
-    assert "1a" not in set(tutorial.evaluate_claims(make([]))["id"])
+    assert [c.id for c in analytic.analytic_claims(make([]))] == ["1a"]
+    assert "1a" not in {c.id for c in tutorial.evaluate_claims(make([]))}
 
 
 # --- 1b --------------------------------------------------------------------------------------
@@ -110,9 +111,9 @@ def _lengths(grpo_growth, dr_growth, seeds=SEEDS, grpo="grpo", algorithms=True):
 @pytest.mark.parametrize(
     ("grpo", "dr", "expected"),
     [
-        (lambda s: 10 + s, lambda s: 0.5 * s, tutorial.SUPPORTED),
-        (lambda s: -10 - s, lambda s: 0.5 * s, tutorial.CONTRADICTED),
-        (lambda s: (-1) ** s * 5, lambda s: 0.0, tutorial.INCONCLUSIVE),
+        (lambda s: 10 + s, lambda s: 0.5 * s, rules.SUPPORTED),
+        (lambda s: -10 - s, lambda s: 0.5 * s, rules.CONTRADICTED),
+        (lambda s: (-1) ** s * 5, lambda s: 0.0, rules.INCONCLUSIVE),
     ],
 )
 def test_1b_length_growth(grpo, dr, expected):
@@ -127,34 +128,32 @@ def test_1b_three_seeds_are_tested_by_paired_t_two_are_not():
         )
     )
     # per-seed differences (the growth of the last minus the first quarter) 75, 75.75, 76.5
-    assert three.verdict == tutorial.SUPPORTED and three.n == 3 and three.p_value < 1e-3
+    assert three.verdict == rules.SUPPORTED and three.n == 3 and three.p_value < 1e-3
     two = judged(
         tutorial.claim_std_norm_lengthens_wrong_answers(
             _lengths(lambda s: 100, lambda s: 0, seeds=range(2))
         )
     )
-    assert two.verdict == tutorial.NOT_TESTABLE and "n=2" in two.note
+    assert two.verdict == rules.NOT_TESTABLE and "n=2" in two.note
 
 
 def test_1b_not_tested_when_the_pair_also_differs_in_kl_and_says_so():
     c = tutorial.claim_std_norm_lengthens_wrong_answers(
         _lengths(lambda s: 10, lambda s: 0, grpo="grpo_kl")
     )
-    assert c.verdict == tutorial.NOT_TESTED and "kl_coef" in c.note
+    assert c.verdict == rules.NOT_TESTED and "kl_coef" in c.note
 
 
 def test_pairs_rebuilt_from_the_frame_treat_none_fields_as_equal():
     # pandas stores None as NaN and NaN != NaN: dual_clip=None in both arms is no difference
     data = _lengths(lambda s: 10 + s, lambda s: 0, algorithms=False)
     assert data.algorithm("grpo").dual_clip is None
-    assert (
-        judged(tutorial.claim_std_norm_lengthens_wrong_answers(data)).verdict == tutorial.SUPPORTED
-    )
+    assert judged(tutorial.claim_std_norm_lengthens_wrong_answers(data)).verdict == rules.SUPPORTED
 
 
 def test_1b_not_tested_without_a_dr_grpo_arm():
     data = make([("grpo", "m", 0, {"length/incorrect_mean": [1, 2]})])
-    assert tutorial.claim_std_norm_lengthens_wrong_answers(data).verdict == tutorial.NOT_TESTED
+    assert tutorial.claim_std_norm_lengthens_wrong_answers(data).verdict == rules.NOT_TESTED
 
 
 # --- 2 ---------------------------------------------------------------------------------------
@@ -170,9 +169,9 @@ def _entropy(delta, clip_binds=0.05, high="grpo_ch"):
 @pytest.mark.parametrize(
     ("delta", "expected"),
     [
-        (lambda s: 0.02 + 0.001 * s, tutorial.SUPPORTED),
-        (lambda s: -0.02 - 0.001 * s, tutorial.CONTRADICTED),
-        (lambda s: (-1) ** s * 0.01, tutorial.INCONCLUSIVE),
+        (lambda s: 0.02 + 0.001 * s, rules.SUPPORTED),
+        (lambda s: -0.02 - 0.001 * s, rules.CONTRADICTED),
+        (lambda s: (-1) ** s * 0.01, rules.INCONCLUSIVE),
     ],
 )
 def test_2_clip_higher_entropy(delta, expected):
@@ -183,12 +182,12 @@ def test_2_clip_higher_entropy(delta, expected):
 def test_2_not_tested_when_clip_higher_comes_with_another_schedule():
     # DAPO's path credited clip-higher with 16 updates per rollout: such a pair is refused
     c = tutorial.claim_clip_higher_keeps_entropy(_entropy(lambda s: 0.05, high="grpo_ch_mb4"))
-    assert c.verdict == tutorial.NOT_TESTED and "minibatches" in c.note
+    assert c.verdict == rules.NOT_TESTED and "minibatches" in c.note
 
 
 def test_2_not_testable_when_the_upper_clip_barely_binds():
     c = tutorial.claim_clip_higher_keeps_entropy(_entropy(lambda s: 0.05, clip_binds=0.003))
-    assert c.verdict == tutorial.NOT_TESTABLE and "0.30%" in c.note
+    assert c.verdict == rules.NOT_TESTABLE and "0.30%" in c.note
 
 
 # --- 3 ---------------------------------------------------------------------------------------
@@ -215,9 +214,9 @@ def _ratios(token_sign, seq_sign, n=6):
 @pytest.mark.parametrize(
     ("tok", "seq", "expected"),
     [
-        (lambda s: 1, lambda s: -1, tutorial.SUPPORTED),
-        (lambda s: -1, lambda s: 1, tutorial.CONTRADICTED),
-        (lambda s: (-1) ** s, lambda s: (-1) ** s, tutorial.INCONCLUSIVE),
+        (lambda s: 1, lambda s: -1, rules.SUPPORTED),
+        (lambda s: -1, lambda s: 1, rules.CONTRADICTED),
+        (lambda s: (-1) ** s, lambda s: (-1) ** s, rules.INCONCLUSIVE),
     ],
 )
 def test_3_ratio_variance_against_length(tok, seq, expected):
@@ -244,7 +243,7 @@ def test_3_not_testable_when_ratios_are_constant():
         tutorial.claim_token_ratio_variance_grows_with_length(
             _ratios(lambda s: 0, lambda s: 0)
         ).verdict
-        == tutorial.NOT_TESTABLE
+        == rules.NOT_TESTABLE
     )
 
 
@@ -272,9 +271,9 @@ def _gain_vs_passg(gain_of, pass_g=(0.0, 0.1, 0.3, 0.5, 0.7, 0.9, 0.95, 1.0)):
 @pytest.mark.parametrize(
     ("gain", "expected"),
     [
-        (lambda pg: 0.3 * pg, tutorial.SUPPORTED),
-        (lambda pg: 0.3 * (1 - pg), tutorial.CONTRADICTED),
-        (lambda pg: 0.1 * np.sin(40 * pg), tutorial.INCONCLUSIVE),
+        (lambda pg: 0.3 * pg, rules.SUPPORTED),
+        (lambda pg: 0.3 * (1 - pg), rules.CONTRADICTED),
+        (lambda pg: 0.1 * np.sin(40 * pg), rules.INCONCLUSIVE),
     ],
 )
 def test_4_gain_grows_with_base_pass_at_g(gain, expected):
@@ -292,14 +291,14 @@ def test_4_permutation_p_over_cells_by_hand():
             _gain_vs_passg(lambda pg: pg, pass_g=(0.0, 0.3, 0.6, 0.9))
         )
     )
-    assert c.verdict == tutorial.INCONCLUSIVE and c.p_value == pytest.approx(2 / 24)
+    assert c.verdict == rules.INCONCLUSIVE and c.p_value == pytest.approx(2 / 24)
 
 
 def test_4_not_tested_with_two_base_models():
     c = tutorial.claim_gain_grows_with_base_pass_at_g(
         _gain_vs_passg(lambda pg: pg, pass_g=(0.0, 1.0))
     )
-    assert c.verdict == tutorial.NOT_TESTED
+    assert c.verdict == rules.NOT_TESTED
 
 
 # --- 5 ---------------------------------------------------------------------------------------
@@ -324,9 +323,9 @@ def _templates(p_other, half_width):
 @pytest.mark.parametrize(
     ("p_other", "half", "expected"),
     [
-        (0.1, 0.05, tutorial.SUPPORTED),
-        (0.5, 0.005, tutorial.CONTRADICTED),
-        (0.45, 0.2, tutorial.INCONCLUSIVE),
+        (0.1, 0.05, rules.SUPPORTED),
+        (0.5, 0.005, rules.CONTRADICTED),
+        (0.45, 0.2, rules.INCONCLUSIVE),
     ],
 )
 def test_5_template_changes_base_pass_at_k(p_other, half, expected):
@@ -348,7 +347,7 @@ def test_template_contrasts_holm_adjusts_across_models():
             n_problems=64,
         )
     )
-    out = tutorial.template_contrasts(passk)
+    out = template_contrasts(passk)
     assert list(out["model"]) == ["a", "b"]
     assert out["diff"].tolist() == pytest.approx([-0.2, 0.0])
     assert out["p_holm"].iloc[0] == pytest.approx(min(1.0, 2 * out["p"].iloc[0]))
@@ -370,9 +369,9 @@ def _pass_gains(g1, gk, base_k=0.8, model="m"):
 @pytest.mark.parametrize(
     ("g1", "gk", "expected"),
     [
-        (lambda s: 0.1 + 0.01 * s, lambda s: 0.0, tutorial.SUPPORTED),
-        (lambda s: 0.0, lambda s: 0.1 + 0.01 * s, tutorial.CONTRADICTED),
-        (lambda s: (-1) ** s * 0.05, lambda s: 0.0, tutorial.INCONCLUSIVE),
+        (lambda s: 0.1 + 0.01 * s, lambda s: 0.0, rules.SUPPORTED),
+        (lambda s: 0.0, lambda s: 0.1 + 0.01 * s, rules.CONTRADICTED),
+        (lambda s: (-1) ** s * 0.05, lambda s: 0.0, rules.INCONCLUSIVE),
     ],
 )
 def test_6_pass_at_1_gains_more_than_pass_at_k(g1, gk, expected):
@@ -383,25 +382,25 @@ def test_6_pass_at_1_gains_more_than_pass_at_k(g1, gk, expected):
 def test_6_marks_ceiling_cells_instead_of_counting_them():
     at_ceiling = _pass_gains(lambda s: 0.1, lambda s: 0.0, base_k=0.97, model="sat")
     only = tutorial.claim_rl_raises_pass_at_1_more_than_pass_at_k(make(at_ceiling))
-    assert only.verdict == tutorial.NOT_TESTABLE and "sat" in only.note
+    assert only.verdict == rules.NOT_TESTABLE and "sat" in only.note
     # with a non-ceiling cell beside it, the ceiling cell is named and left out
     mixed = make(at_ceiling + _pass_gains(lambda s: -0.1 - 0.01 * s, lambda s: 0.0))
     c = judged(tutorial.claim_rl_raises_pass_at_1_more_than_pass_at_k(mixed))
-    assert c.verdict == tutorial.CONTRADICTED and "sat" in c.note and c.n == 6
+    assert c.verdict == rules.CONTRADICTED and "sat" in c.note and c.n == 6
 
 
 def test_verdict_rule_on_holm_adjusted_p():
-    assert tutorial.verdict(1.0, 0.03) == tutorial.SUPPORTED
-    assert tutorial.verdict(-1.0, 0.03) == tutorial.CONTRADICTED
-    assert tutorial.verdict(1.0, 0.06) == tutorial.INCONCLUSIVE
-    assert tutorial.verdict(-1.0, 0.01, direction=0) == tutorial.SUPPORTED  # either direction
+    assert rules.verdict(1.0, 0.03) == rules.SUPPORTED
+    assert rules.verdict(-1.0, 0.03) == rules.CONTRADICTED
+    assert rules.verdict(1.0, 0.06) == rules.INCONCLUSIVE
+    assert rules.verdict(-1.0, 0.01, direction=0) == rules.SUPPORTED  # either direction
 
 
 def test_claims_are_holm_adjusted_together():
-    base = tutorial.Claim("x", "s", "t", value=1.0, n=6, verdict=tutorial.INCONCLUSIVE)
-    a, b = tutorial.adjudicate([replace(base, p_value=0.03), replace(base, p_value=0.04)])
+    base = rules.Claim("x", "s", "t", value=1.0, n=6, verdict=rules.INCONCLUSIVE)
+    a, b = rules.adjudicate([replace(base, p_value=0.03), replace(base, p_value=0.04)])
     # alone each would be supported; Holm: 2 x 0.03 = 0.06, then max(0.06, 0.04) = 0.06
     assert a.p_holm == pytest.approx(0.06) and b.p_holm == pytest.approx(0.06)
-    assert a.verdict == b.verdict == tutorial.INCONCLUSIVE
-    untested = tutorial.Claim("y", "s", "t", verdict=tutorial.NOT_TESTED)
-    assert tutorial.adjudicate([untested, replace(base, p_value=0.03)])[1].p_holm == 0.03
+    assert a.verdict == b.verdict == rules.INCONCLUSIVE
+    untested = rules.Claim("y", "s", "t", verdict=rules.NOT_TESTED)
+    assert rules.adjudicate([untested, replace(base, p_value=0.03)])[1].p_holm == 0.03

@@ -13,7 +13,7 @@ from ablate.presets import baseline
 from ablate.report.curve_calibration import CurveModel, simulate_seed
 from ablate.report.curves import analysis, section
 from ablate.report.render import figures, formats
-from ablate.report.render.build import build_tables
+from ablate.report.render.tables import build_tables
 from ablate.testing import study_data
 from ablate.trial import CurveSpec
 
@@ -238,7 +238,10 @@ def test_the_figure_draws_no_asymptote_for_curves_that_have_not_levelled_off():
 
 def test_without_a_curve_spec_the_report_has_no_curve_section(data):
     plain = dataclasses.replace(data, curves=None)
-    assert section.curve_section(plain) == ([], [])
+    assert not section.has_curves(plain) and section.curve_sentences(plain) == []
+    built = build_tables(plain)
+    assert not {"compute_curves", "compute_curve_contrasts"} & {t.name for t in built.tables}
+    assert "Compute–performance curves" not in built.findings
 
 
 def test_curve_intervals_cover_in_a_small_simulation():

@@ -13,7 +13,7 @@ from scipy import stats as sps
 from ablate.presets import baseline
 from ablate.report.claims import sentences as fd
 from ablate.report.render import formats, headline
-from ablate.report.render.build import build_tables
+from ablate.report.render.tables import build_tables
 from ablate.report.stats import contrasts as cx
 from ablate.report.stats import inference
 from ablate.report.stats import measures as m
@@ -80,7 +80,7 @@ def test_a_diverged_trial_enters_the_headline_as_zero():
     row = next(r for r in cx.headline_contrasts(data) if r.arm == "better")
     expected = np.mean([0.1, 0.1, 0.1, -BASE[3]])  # the diverged seed: 0 - reference
     assert row.n == 4 and row.contrast.diff.value == pytest.approx(expected)
-    main = headline.main_table(data, cx.headline_contrasts(data))
+    main = headline.main_table(data)
     cell = next(r for r in main.rows if r["arm"] == "better")
     assert cell["seeds"] == "4/4 (1 diverged)"
     assert cell["pass@1"].value == pytest.approx(np.mean([*np.add(BASE[:3], 0.1), 0.0]))
@@ -92,13 +92,13 @@ def test_below_three_seeds_no_interval_no_test_and_no_power(data):
     small = study_data(runs(seeds=range(2)), algorithms=ALGOS, reference="grpo")
     rows = cx.headline_contrasts(small)
     assert all(r.n == 2 and np.isnan(r.contrast.p_value) and np.isnan(r.mde) for r in rows)
-    main = formats.to_markdown(headline.main_table(small, rows))
+    main = formats.to_markdown(headline.main_table(small))
     assert "n=2: too few seeds for an interval" in main and "[" not in main.split("|---|")[1]
     assert "*" not in main.split("|---|")[1]
 
 
 def test_main_table_bolds_and_marks_only_what_is_significant_after_holm(data):
-    main = headline.main_table(data, cx.headline_contrasts(data))
+    main = headline.main_table(data)
     text = formats.to_markdown(main)
     better = next(line for line in text.splitlines() if line.startswith("| better"))
     noise = next(line for line in text.splitlines() if line.startswith("| noise"))
@@ -160,18 +160,12 @@ def test_configuration_table_shows_what_each_arm_changes_and_its_compute():
 
 
 def test_findings_state_effects_with_intervals_and_non_effects_with_their_mde(data):
-    found = fd.findings(data, cx.headline_contrasts(data), [], [], _no_claims())
+    found = fd.findings(data, cx.headline_contrasts(data), [], [], [])
     significant = found["Significant after Holm"]
     assert len(significant) == 1 and significant[0].startswith("better vs grpo")
     assert "Δ pass@1 = +0.100 [" in significant[0] and "4 seeds" in significant[0]
     (rest,) = found["Not significant or not testable"]
     assert "noise vs grpo" in rest and "smallest effect detectable at 80% power" in rest
-
-
-def _no_claims():
-    import pandas as pd
-
-    return pd.DataFrame(columns=["id", "statement", "verdict", "p_holm", "n"])
 
 
 def test_aa_replicate_is_compared_by_welch_and_a_difference_is_a_calibration_failure():
@@ -188,7 +182,7 @@ def test_aa_replicate_is_compared_by_welch_and_a_difference_is_a_calibration_fai
     bad = study_data(shifted, algorithms=ALGOS, reference="grpo", replicates={"grpo_again": "grpo"})
     (row,) = cx.replicate_contrasts(bad)
     assert row.significant and "CALIBRATION FAILURE" in fd.aa_sentences([row])[0]
-    assert headline.aa_table([row]).rows[0]["check"] == "CALIBRATION FAILURE"
+    assert headline.aa_table(bad).rows[0]["check"] == "CALIBRATION FAILURE"
 
 
 @pytest.mark.parametrize(
@@ -234,7 +228,7 @@ def test_pass_intervals_are_clipped_to_0_1_and_small_n_is_compact_in_secondary_t
     rs = [("grpo", "m", s, final(high[s])) for s in range(3)]
     rs += [("better", "m", s, final(0.5)) for s in range(2)]
     data = study_data(rs, algorithms=ALGOS, reference="grpo")
-    main = headline.main_table(data, cx.headline_contrasts(data))
+    main = headline.main_table(data)
     grpo = main.rows[0]["pass@1"]
     assert inference.t_interval(np.array(high)).high > 1 and grpo.high == 1.0
     measures = formats.to_markdown(secondary.measures_table(data))
@@ -266,3 +260,30 @@ def test_tiny_p_values_keep_their_digits_and_zero_signal_prints_as_zero():
     data = study_data([], algorithms=ALGOS, reference="grpo", passk=passk)
     row = secondary.base_table(data).rows[0]
     assert formats._text(row["signal"]) == "0.000"
+
+
+def test_the_tables_registry_declares_each_table_once_in_the_reports_order(data):
+    from ablate.report.data.table import Table, TableSpec
+    from ablate.report.render.tables import TABLES, _registry
+
+    assert [s.name for s in TABLES] == [
+        "configuration",
+        "main",
+        "compute_curves",
+        "compute_curve_contrasts",
+        "equal_tokens",
+        "aa",
+        "survival",
+        "incomplete",
+        "measures",
+        "claims",
+        "analytic",
+        "dynamics",
+        "base",
+        "templates",
+    ]
+    with pytest.raises(ValueError, match="same name: \\['configuration'\\]"):
+        _registry(TABLES, (dataclasses.replace(TABLES[0], order=1),))
+    extra = TableSpec(name="x", build=lambda d: Table("X.", [{"a": 1}]), order=1, heading="X")
+    table = extra.make(data)
+    assert (table.name, table.title, table.rows) == ("x", "X", [{"a": 1}])

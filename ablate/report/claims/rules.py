@@ -1,5 +1,11 @@
-"""The claims' shared rule: the `Claim` record, the verdict rule, Holm over the claims, and how
-arms and seeds are chosen (pairs differing in the claim's factors only; the seed as the unit)."""
+"""The claims' shared rule, for the tutorial's claims and a paper's findings alike: the `Claim`
+record, the verdict rule, Holm over the claims, and how arms and seeds are chosen (pairs
+differing in the claim's factors only; the seed as the unit).
+
+A claim predicts an effect's sign (`direction` +1 / -1, or 0 for either sign) or, with a
+`margin`, no effect: the latter is supported only when its whole 95% interval lies within
+±margin, contradicted by a significant difference (its raw p: it stays out of the Holm family,
+where adjusting would make a contradiction harder to find), inconclusive otherwise."""
 
 from __future__ import annotations
 
@@ -41,6 +47,8 @@ class Claim:
     arms: str = ""
     note: str = ""
     direction: int = 1  # the sign the claim predicts; 0 = either direction supports it
+    margin: float | None = None  # a claim of no effect: |Δ| within ±margin
+    source: str = ""  # the published finding it tests, in its paper's words
 
 
 def verdict(value: float, p_adjusted: float, direction: int = 1) -> str:
@@ -131,12 +139,26 @@ def one_sample(base: Claim, values: np.ndarray, **kw) -> Claim:
     return tested(base, c.diff, c.p_value, **kw)
 
 
+def no_effect_verdict(c: Claim) -> str:
+    """The verdict of a tested claim of no effect (`c.margin` set), on its raw p-value."""
+    if math.isfinite(c.p_value) and c.p_value < ALPHA:
+        return CONTRADICTED
+    inside = c.low >= -c.margin and c.high <= c.margin
+    return SUPPORTED if inside else INCONCLUSIVE
+
+
 def adjudicate(claims: list[Claim]) -> list[Claim]:
-    """Holm over the claims that were tested, then each one's verdict by the fixed rule."""
-    pending = [i for i, c in enumerate(claims) if c.verdict == INCONCLUSIVE]
-    adjusted = inference.holm([claims[i].p_value for i in pending])
-    out = list(claims)
+    """Each tested claim's verdict: a claim of no effect by its interval against its margin,
+    the others by the fixed rule after Holm over them (one family: the claims of one report)."""
+    out = [
+        replace(c, verdict=no_effect_verdict(c))
+        if c.margin is not None and c.verdict == INCONCLUSIVE
+        else c
+        for c in claims
+    ]
+    pending = [i for i, c in enumerate(out) if c.verdict == INCONCLUSIVE and c.margin is None]
+    adjusted = inference.holm([out[i].p_value for i in pending])
     for i, p in zip(pending, adjusted, strict=True):
-        c = claims[i]
+        c = out[i]
         out[i] = replace(c, p_holm=float(p), verdict=verdict(c.value, float(p), c.direction))
     return out

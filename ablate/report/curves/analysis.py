@@ -1,5 +1,5 @@
 """Compute–performance curves of a study (its `CurveSpec`): every trial's eval pass@1 against the
-compute it had spent, ScaleRL's sigmoid fitted per trial (`curvefit`), its checks (`curvecheck`),
+compute it had spent, ScaleRL's sigmoid fitted per trial (`fit`), its checks (`check`),
 then per arm the parameters over seeds with intervals, and the comparison rule against the
 reference arm.
 
@@ -15,7 +15,7 @@ refitted with one shared A and B is compared (ratio arm / reference, paired by s
 on the log, Holm over those arms).
 
 An arm has not levelled off when any seed's curve leaves A unidentified against the ceiling
-(`curvecheck.at_ceiling`): there A's and C_mid's intervals over seeds undercover (simulated at
+(`check.at_ceiling`): there A's and C_mid's intervals over seeds undercover (simulated at
 the curves studies/compute_curves.py measured: 0.85-0.87 at 5 seeds, `curve_calibration`), so
 the report shows their means only and skips the A test; B's intervals hold (0.91-0.94), so B
 is compared with a shared A.
@@ -110,7 +110,7 @@ class TrialFit:
     spread: float  # largest |A − A_main| over the other fit windows
     forecast: Forecast
     to_target: float  # compute to reach the target pass@1 (inf: never; NaN: none/no target)
-    at_ceiling: bool = False  # A not identified against the ceiling 1 (curvecheck.at_ceiling)
+    at_ceiling: bool = False  # A not identified against the ceiling 1 (check.at_ceiling)
 
 
 def window(curve: TrialCurve, warmup: float) -> tuple[np.ndarray, np.ndarray]:

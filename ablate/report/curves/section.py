@@ -20,7 +20,8 @@ from ablate.report.curves.analysis import (
 from ablate.report.curves.check import at_ceiling
 from ablate.report.curves.fit import fit_sigmoid, sigmoid
 from ablate.report.data.load import StudyData
-from ablate.report.render.headline import Table
+from ablate.report.data.memo import per_study
+from ablate.report.data.table import Table, TableSpec
 from ablate.report.stats import inference
 from ablate.trial import CurveSpec
 
@@ -85,7 +86,7 @@ def curves_table(arms: list[ArmCurves], spec: CurveSpec) -> Table:
         "departs from the forecast beyond noise and fit uncertainty (predictive F-test, p < "
         "0.05). No fit: the reason, never a number from a degenerate fit."
     )
-    return Table("compute_curves", caption, [_row(a, spec) for a in arms])
+    return Table(caption, [_row(a, spec) for a in arms])
 
 
 def _verdict(c: CurveContrast) -> str:
@@ -135,7 +136,7 @@ def contrast_table(rows: list[CurveContrast]) -> Table:
         "paired by seed where both reached it, geometric mean [95% t interval of the mean log "
         "ratio], paired t on the log ratios, Holm over the arms (the verdict is A's and B's)."
     )
-    return Table("compute_curve_contrasts", caption, out)
+    return Table(caption, out)
 
 
 def _f(e: inference.Estimate, digits: int = 3) -> str:
@@ -174,13 +175,35 @@ def _target_words(c: CurveContrast) -> str:
     return f"; compute to the target: {_f(t)}× the reference's ({t.n} seeds{p})"
 
 
-def curve_section(data: StudyData) -> tuple[list[Table], list[str]]:
-    """The tables and sentences of the study's curves ([] without a CurveSpec)."""
-    if data.curves is None:
-        return [], []
+@per_study
+def curve_analysis(data: StudyData) -> tuple[list[ArmCurves], list[CurveContrast]]:
+    """Every arm's fits and the comparison rule's rows (the study must declare its curves)."""
     arms = arm_curves(data, data.curves)
-    rows = contrasts(arms, data.reference_arm, data.curves)
-    return [curves_table(arms, data.curves), contrast_table(rows)], sentences(arms, rows)
+    return arms, contrasts(arms, data.reference_arm, data.curves)
+
+
+def has_curves(data: StudyData) -> bool:
+    return data.curves is not None
+
+
+def curve_sentences(data: StudyData) -> list[str]:
+    """The findings' sentences on the study's curves ([] without a CurveSpec)."""
+    return sentences(*curve_analysis(data)) if has_curves(data) else []
+
+
+def _arms_table(data: StudyData) -> Table:
+    return curves_table(curve_analysis(data)[0], data.curves)
+
+
+def _contrasts_table(data: StudyData) -> Table:
+    return contrast_table(curve_analysis(data)[1])
+
+
+#: After the headline (the curves are a headline too), before the contrasts at equal tokens.
+TABLES = (
+    TableSpec(name="compute_curves", build=_arms_table, order=30, applies=has_curves),
+    TableSpec(name="compute_curve_contrasts", build=_contrasts_table, order=35, applies=has_curves),
+)
 
 
 def draw(data: StudyData, ax) -> bool:
@@ -222,7 +245,7 @@ def _band(ax, curves, color) -> None:
 
 def _fitted(ax, curves, spec: CurveSpec, color, arm: str) -> None:
     """The sigmoid at the seeds' parameters; for an arm that has not levelled off
-    (`curvecheck.at_ceiling`) only over the observed compute, with no asymptote drawn."""
+    (`check.at_ceiling`) only over the observed compute, with no asymptote drawn."""
     windows = [window(c, spec.warmup) for c in curves]
     all_fits = [fit_sigmoid(*w, c.r0) for w, c in zip(windows, curves, strict=True)]
     ceiling = any(at_ceiling(f, w[0]) for f, w in zip(all_fits, windows, strict=True))

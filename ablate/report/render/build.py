@@ -3,71 +3,14 @@ also attached to the study's MLflow parent run."""
 
 from __future__ import annotations
 
-import base64
-import html
-from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 
 from ablate import tracking
-from ablate.report.claims.sentences import findings
-from ablate.report.claims.tutorial import analytic_claims, evaluate_claims, template_contrasts
-from ablate.report.curves.section import curve_section
 from ablate.report.data.load import StudyData, load_study_data
-from ablate.report.render import formats, headline, secondary
 from ablate.report.render.figures import write_figures
-from ablate.report.stats import contrasts as cx
+from ablate.report.render.page import Page, write_page
+from ablate.report.render.tables import build_tables
 from ablate.study import Study
-
-# Reads on a phone (390 px) as on a desktop: wide tables scroll inside their own box, figures
-# shrink to the page, long words break; tests/test_browser.py checks there is no page overflow.
-CSS = (
-    "body{font-family:sans-serif;max-width:1200px;margin:2em auto;padding:0 0.75em;"
-    "overflow-wrap:anywhere}table{border-collapse:collapse;font-size:12px;margin:1em 0}"
-    "td,th{border:1px solid #ccc;padding:2px 6px;overflow-wrap:normal}"
-    "caption{text-align:left;font-size:12px;color:#333;caption-side:bottom}"
-    ".findings{background:#f6f8fa;padding:0.5em 1.5em;border-left:4px solid #3b73b9}"
-    ".note{font-size:11px;color:#555}.scroll{overflow-x:auto;max-width:100%}"
-    "figure{margin:1em 0}img{max-width:min(640px,100%);height:auto}"
-)
-
-
-@dataclass
-class Built:
-    findings: dict[str, list[str]]
-    tables: list[headline.Table]
-
-
-def build_tables(data: StudyData) -> Built:
-    steps, tokens = cx.headline_contrasts(data), cx.token_contrasts(data)
-    aa = cx.replicate_contrasts(data)
-    claims = evaluate_claims(data)
-    out = [
-        headline.config_table(data),
-        headline.main_table(data, steps),
-        headline.compute_table(data, tokens),
-    ]
-    if aa:
-        out.append(headline.aa_table(aa))
-    out += [
-        headline.survival_table(data),
-        headline.incomplete_table(data),
-        secondary.measures_table(data),
-        secondary.claims_table(claims),
-        secondary.claims_table(analytic_claims(data), "analytic"),
-        secondary.dynamics_table(data),
-        secondary.base_table(data),
-    ]
-    contrasts = template_contrasts(data.passk) if len(data.passk) else None
-    if contrasts is not None and len(contrasts):
-        out.append(secondary.templates_table(contrasts))
-    curve_tables, curve_sentences = curve_section(data)
-    found = findings(data, steps, tokens, aa, claims)
-    if curve_tables:
-        out[2:2] = curve_tables  # after the headline: the curves are a headline too
-        caveats = found.pop("Caveats")
-        found |= {"Compute–performance curves": curve_sentences, "Caveats": caveats}
-    return Built(found, out)
 
 
 def _summary(data: StudyData) -> str:
@@ -82,57 +25,21 @@ def _summary(data: StudyData) -> str:
     )
 
 
-def _findings_markdown(found: dict[str, list[str]]) -> list[str]:
-    lines = ["## Findings", ""]
-    for section, sentences in found.items():
-        if sentences:
-            lines += [f"**{section}**", "", *[f"- {s}" for s in sentences], ""]
-    return lines
-
-
-def write_markdown(data: StudyData, built: Built, figures: list[Path], folder: Path) -> Path:
-    lines = [f"# Report: {data.name}", "", f"_{datetime.now(UTC):%Y-%m-%d %H:%M} UTC_", ""]
-    lines += [_summary(data), "", *_findings_markdown(built.findings)]
-    for table in built.tables:
-        lines += [f"## {table.name}", "", formats.to_markdown(table)]
-    lines += ["## figures", ""]
-    lines += [f"![{p.stem}](figures/{p.name})" for p in figures]
-    path = folder / "report.md"
-    path.write_text("\n".join(lines) + "\n")
-    return path
-
-
-def _findings_html(found: dict[str, list[str]]) -> str:
-    parts = ["<div class='findings'><h2>Findings</h2>"]
-    for section, sentences in found.items():
-        if sentences:
-            items = "".join(f"<li>{html.escape(s)}</li>" for s in sentences)
-            parts.append(f"<h3>{html.escape(section)}</h3><ul>{items}</ul>")
-    return "".join(parts) + "</div>"
-
-
-def write_html(data: StudyData, built: Built, figures: list[Path], folder: Path) -> Path:
-    """One self-contained file: figures inlined as base64 PNG."""
-    parts = [
-        "<!doctype html><html><head><meta charset='utf-8'>",
-        "<meta name='viewport' content='width=device-width,initial-scale=1'>",
-        f"<title>{html.escape(data.name)}</title>",
-        f"<style>{CSS}</style></head><body><h1>Report: {html.escape(data.name)}</h1>",
-        f"<p>{html.escape(_summary(data))}</p>",
-        _findings_html(built.findings),
-    ]
-    for table in built.tables:
-        parts += [f"<h2>{html.escape(table.name)}</h2>", formats.to_html(table)]
-    parts.append("<h2>figures</h2>")
-    for png in figures:
-        encoded = base64.b64encode(png.read_bytes()).decode()
-        parts.append(
-            f"<figure><img alt='{png.stem}' src='data:image/png;base64,{encoded}'>"
-            f"<figcaption>{html.escape(png.stem)}</figcaption></figure>"
-        )
-    path = folder / "report.html"
-    path.write_text("".join(parts) + "</body></html>\n")
-    return path
+def write_report(data: StudyData, folder: Path) -> Path:
+    """The study's report in `folder`: tables/, figures/, report.md and report.html."""
+    folder.mkdir(parents=True, exist_ok=True)
+    built = build_tables(data)
+    figures = write_figures(data, folder / "figures")
+    page = Page(
+        title=f"Report: {data.name}",
+        summary=_summary(data),
+        findings=built.findings,
+        tables=built.tables,
+        figures=figures,
+        tab=data.name,
+    )
+    write_page(page, folder)
+    return folder
 
 
 def attach_to_mlflow(uri: str, study_name: str, folder: Path) -> bool:
@@ -158,15 +65,20 @@ def build_report(
     tracking_uri: str | None = None,
 ) -> Path:
     """Write `out_dir/<study>/` and attach it to the study's MLflow run; returns the folder."""
+    report_study(study, results_dir, out_dir, tracking_uri)
+    return Path(out_dir) / study.name
+
+
+def report_study(
+    study: Study,
+    results_dir: str | Path = "results",
+    out_dir: str | Path = "reports",
+    tracking_uri: str | None = None,
+) -> StudyData:
+    """`build_report`'s work: load the study's results, write `out_dir/<study>/`, attach it to
+    the study's MLflow run; returns the data (a reproduction tests its findings on it)."""
     uri = tracking_uri or tracking.default_tracking_uri(results_dir)
     data = load_study_data(study, results_dir, uri)
-    folder = Path(out_dir) / study.name
-    folder.mkdir(parents=True, exist_ok=True)
-    built = build_tables(data)
-    for table in built.tables:
-        formats.write_table(table, folder / "tables")
-    figures = write_figures(data, folder / "figures")
-    write_markdown(data, built, figures, folder)
-    write_html(data, built, figures, folder)
+    folder = write_report(data, Path(out_dir) / study.name)
     attach_to_mlflow(uri, study.name, folder)
-    return folder
+    return data

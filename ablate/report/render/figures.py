@@ -12,7 +12,6 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ablate.report.claims.tutorial import base_pass_at_g, gains
 from ablate.report.curves import section
 from ablate.report.data.load import StudyData
 from ablate.report.stats import inference
@@ -126,7 +125,7 @@ def _ratio_variance(data: StudyData, ax) -> bool:
 
 def _gain_vs_passg(data: StudyData, ax) -> bool:
     ids = data.complete()["trial_id"]
-    pg, gain = base_pass_at_g(data).reindex(ids), gains(data, 1).reindex(ids)
+    pg, gain = m.base_pass_at_g(data).reindex(ids), m.gains(data, 1).reindex(ids)
     ok = pg.notna() & gain.notna()
     if not ok.any():
         return False

@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 
 from ablate.report.data.load import StudyData
+from ablate.report.data.memo import per_study
 from ablate.report.stats import inference
 from ablate.report.stats import measures as m
 
@@ -107,6 +108,7 @@ def with_holm_and_power(rows: list[ContrastRow], effect: float | None) -> list[C
     for row, p in zip(rows, adjusted, strict=True):
         c = row.contrast
         observed = abs(c.diff.value)
+        for_effect = inference.seeds_needed(effect, c.sd, alpha, POWER) if effect else None
         out.append(
             replace(
                 row,
@@ -114,26 +116,27 @@ def with_holm_and_power(rows: list[ContrastRow], effect: float | None) -> list[C
                 family=tests,
                 mde=inference.mde_paired(c.sd, c.n, alpha=alpha, power=POWER),
                 seeds_for_observed=inference.seeds_needed(observed, c.sd, alpha, POWER),
-                seeds_for_effect=inference.seeds_needed(effect, c.sd, alpha, POWER)
-                if effect
-                else None,
+                seeds_for_effect=for_effect,
             )
         )
     return out
 
 
+@per_study
 def headline_contrasts(data: StudyData) -> list[ContrastRow]:
     """Every compared arm vs the reference at equal steps (final eval), one Holm family."""
     rows = _paired_rows(data, STEPS, _final_pass_at_1(data))
     return with_holm_and_power(rows, data.effect_of_interest)
 
 
+@per_study
 def token_contrasts(data: StudyData) -> list[ContrastRow]:
     """The same contrasts at equal generated tokens, their own Holm family."""
     rows = _paired_rows(data, TOKENS, _at_tokens(data))
     return with_holm_and_power(rows, data.effect_of_interest)
 
 
+@per_study
 def replicate_contrasts(data: StudyData) -> list[ContrastRow]:
     """Each A/A replicate against its original (Welch: the seed streams are independent);
     their own Holm family. A significant row is a calibration failure."""
@@ -148,3 +151,25 @@ def replicate_contrasts(data: StudyData) -> list[ContrastRow]:
             c = inference.welch_contrast(a.dropna().to_numpy(), b.dropna().to_numpy())
             rows.append(ContrastRow(replicate, original, model, template, AA, c))
     return with_holm_and_power(rows, data.effect_of_interest)
+
+
+def template_contrasts(passk: pd.DataFrame, k: int = 1) -> pd.DataFrame:
+    """Per model, each template against the model's first template: Δ pass@k, a normal CI from
+    the two reported CIs (treated as independent: conservative for shared problems), p-value and
+    its Holm adjustment across all contrasts."""
+    from scipy.stats import norm
+
+    rows = []
+    p = passk[passk["k"] == k]
+    for model, cell in p.groupby("model", sort=False):
+        ref = cell.iloc[0]
+        for _, other in cell.iloc[1:].iterrows():
+            se = np.hypot(*((r["ci_high"] - r["ci_low"]) / (2 * 1.96) for r in (ref, other)))
+            d = other["pass_at_k"] - ref["pass_at_k"]
+            pv = 2 * norm.sf(abs(d) / se) if se > 0 else float(d == 0) or 0.0
+            rows.append(dict(model=model, template=other["template"], ref=ref["template"], diff=d))
+            rows[-1].update(low=d - 1.96 * se, high=d + 1.96 * se, p=pv, n=int(ref["n_problems"]))
+    out = pd.DataFrame(rows)
+    if len(out):
+        out["p_holm"] = inference.holm(out["p"].to_numpy())
+    return out
