@@ -1,16 +1,49 @@
 """`build_report`: MLflow → `reports/<study>/` (report.md, report.html, tables/, figures/),
-also attached to the study's MLflow parent run."""
+also attached to the study's MLflow parent run. A page (`Page`: a study's report, or a
+reproduction's) is written as report.md and report.html, one self-contained file (figures
+inlined as base64 PNG, nothing fetched)."""
 
 from __future__ import annotations
 
+import base64
+import html
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 
 from ablate import tracking
 from ablate.report.data.load import StudyData, load_study_data
+from ablate.report.data.table import Table
+from ablate.report.render import formats
 from ablate.report.render.figures import write_figures
-from ablate.report.render.page import Page, write_page
 from ablate.report.render.tables import build_tables
 from ablate.study import Study
+
+# Reads on a phone (390 px) as on a desktop: wide tables scroll inside their own box, figures
+# shrink to the page, long words break; tests/test_browser.py checks there is no page overflow.
+CSS = (
+    "body{font-family:sans-serif;max-width:1200px;margin:2em auto;padding:0 0.75em;"
+    "overflow-wrap:anywhere}table{border-collapse:collapse;font-size:12px;margin:1em 0}"
+    "td,th{border:1px solid #ccc;padding:2px 6px;overflow-wrap:normal}"
+    "caption{text-align:left;font-size:12px;color:#333;caption-side:bottom}"
+    ".findings{background:#f6f8fa;padding:0.5em 1.5em;border-left:4px solid #3b73b9}"
+    ".note{font-size:11px;color:#555}.scroll{overflow-x:auto;max-width:100%}"
+    "figure{margin:1em 0}img{max-width:min(640px,100%);height:auto}"
+)
+
+
+@dataclass
+class Page:
+    title: str
+    summary: str
+    findings: dict[str, list[str]]
+    tables: list[Table]
+    figures: list[Path] | None = None
+    """PNGs under the page's figures/ folder; None: a page without a figures section."""
+    links: dict[str, str] = field(default_factory=dict)
+    """label -> a folder beside the page holding another report (its report.md / .html)."""
+    tab: str = ""
+    """The HTML page's <title> (default: the title)."""
 
 
 def _summary(data: StudyData) -> str:
@@ -23,6 +56,83 @@ def _summary(data: StudyData) -> str:
         "inference: intervals are Student-t over seeds, contrasts paired by seed, marks "
         "Holm-adjusted (calibration: `ablate calibrate`). Inconclusive is a result, not a failure."
     )
+
+
+def _findings_markdown(found: dict[str, list[str]]) -> list[str]:
+    lines = ["## Findings", ""]
+    for section, sentences in found.items():
+        if sentences:
+            lines += [f"**{section}**", "", *[f"- {s}" for s in sentences], ""]
+    return lines
+
+
+def write_markdown(page: Page, folder: Path) -> Path:
+    lines = [f"# {page.title}", "", f"_{datetime.now(UTC):%Y-%m-%d %H:%M} UTC_", ""]
+    lines += [page.summary, ""]
+    if page.links:
+        lines += [" · ".join(f"[{k}]({v}/report.md)" for k, v in page.links.items()), ""]
+    lines += _findings_markdown(page.findings)
+    for table in page.tables:
+        lines += [f"## {table.title}", "", formats.to_markdown(table)]
+    if page.figures is not None:
+        lines += ["## figures", ""]
+        lines += [f"![{p.stem}](figures/{p.name})" for p in page.figures]
+    path = folder / "report.md"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def _findings_html(found: dict[str, list[str]]) -> str:
+    parts = ["<div class='findings'><h2>Findings</h2>"]
+    for section, sentences in found.items():
+        if sentences:
+            items = "".join(f"<li>{html.escape(s)}</li>" for s in sentences)
+            parts.append(f"<h3>{html.escape(section)}</h3><ul>{items}</ul>")
+    return "".join(parts) + "</div>"
+
+
+def _figures_html(figures: list[Path]) -> list[str]:
+    parts = ["<h2>figures</h2>"]
+    for png in figures:
+        encoded = base64.b64encode(png.read_bytes()).decode()
+        parts.append(
+            f"<figure><img alt='{png.stem}' src='data:image/png;base64,{encoded}'>"
+            f"<figcaption>{html.escape(png.stem)}</figcaption></figure>"
+        )
+    return parts
+
+
+def write_html(page: Page, folder: Path) -> Path:
+    """One self-contained file: figures inlined as base64 PNG."""
+    parts = [
+        "<!doctype html><html><head><meta charset='utf-8'>",
+        "<meta name='viewport' content='width=device-width,initial-scale=1'>",
+        f"<title>{html.escape(page.tab or page.title)}</title>",
+        f"<style>{CSS}</style></head><body><h1>{html.escape(page.title)}</h1>",
+        f"<p>{html.escape(page.summary)}</p>",
+    ]
+    if page.links:
+        links = (
+            f"<a href='{html.escape(v)}/report.html'>{html.escape(k)}</a>"
+            for k, v in page.links.items()
+        )
+        parts.append(f"<p>{' · '.join(links)}</p>")
+    parts.append(_findings_html(page.findings))
+    for table in page.tables:
+        parts += [f"<h2>{html.escape(table.title)}</h2>", formats.to_html(table)]
+    if page.figures is not None:
+        parts += _figures_html(page.figures)
+    path = folder / "report.html"
+    path.write_text("".join(parts) + "</body></html>\n")
+    return path
+
+
+def write_page(page: Page, folder: Path) -> None:
+    """The page's tables under folder/tables/ (Markdown, LaTeX, CSV), then its two files."""
+    for table in page.tables:
+        formats.write_table(table, folder / "tables")
+    write_markdown(page, folder)
+    write_html(page, folder)
 
 
 def write_report(data: StudyData, folder: Path) -> Path:

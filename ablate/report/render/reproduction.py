@@ -14,8 +14,8 @@ from ablate.report.claims.paper import finding_claims
 from ablate.report.claims.rules import NOT_TESTED, Claim
 from ablate.report.claims.sentences import finding_sentences
 from ablate.report.data.load import StudyData
+from ablate.report.render.build import Page, write_page
 from ablate.report.render.claim_tables import findings_table
-from ablate.report.render.page import Page, write_page
 
 
 def with_results(studies: Mapping[str, StudyData | None]) -> dict[str, StudyData | None]:
