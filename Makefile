@@ -39,13 +39,14 @@ passk: install
 		--templates $(or $(TEMPLATES),plain,plain_q,plain_spaced) --task arithmetic \
 		--n 16 --k 1,4,8,16 --out $(RESULTS)/passk.csv
 
-# The Tricks-or-Traps reproduction: five studies, then the claims table (README: wall time).
+# The Tricks-or-Traps reproduction: five studies, then their reports and the findings tested
+# together (reports/tricks_or_traps/report.md, tables/claims.*; README: wall time).
 TRICKS := tricks_or_traps tricks_or_traps_hard tricks_or_traps_short tricks_or_traps_long \
 	tricks_or_traps_length
 tricks: install
 	for s in $(TRICKS); do $(BIN)/ablate run studies/$$s.py --results $(RESULTS) \
 		--workers $(WORKERS) || exit 1; done
-	$(BIN)/python tools/tricks_report.py --results $(RESULTS) --out reports/tricks_or_traps
+	$(BIN)/ablate report $(TRICKS:%=studies/%.py) --results $(RESULTS) --out reports/tricks_or_traps
 
 tune: install
 	$(BIN)/ablate tune $(STUDY) --trials $(or $(TRIALS),20) --results $(RESULTS)

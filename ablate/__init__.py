@@ -18,6 +18,7 @@ from ablate.errors import AblateError, ConfigError, StudyError
 from ablate.presets import baseline, baseline_names
 
 if TYPE_CHECKING:  # for type checkers and IDEs; at run time they load lazily (__getattr__)
+    from ablate.finding import Finding
     from ablate.study import (
         Budget,
         Cells,
@@ -50,7 +51,7 @@ _LAZY = {
         "one_at_a_time",
         "path",
     )
-}
+} | {"Finding": "ablate.finding"}
 
 __all__ = [
     "AblateError",
@@ -60,6 +61,7 @@ __all__ = [
     "ConfigError",
     "CurveSpec",
     "EvalSpec",
+    "Finding",
     "Optim",
     "PassKSpec",
     "Study",

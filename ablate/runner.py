@@ -364,8 +364,8 @@ def _run_parallel(study, todo, uri, study_dir, workers, hooks) -> list[TrialOutc
 def summary_rows(runs, metric: str = "eval/pass_at_1") -> list[dict[str, Any]]:
     """Mean and range over seeds of a trial's final eval metric, per arm × model × template,
     from `tracking.load_runs` (so trials finished by earlier invocations count too). A diverged
-    trial counts as 0, the report's rule (`ablate.report.measures.DIVERGED_RULE`): its last eval
-    may be from before it broke; `diverged` says how many of the `n` seeds did."""
+    trial counts as 0, the report's rule (`ablate.report.stats.measures.DIVERGED_RULE`): its last
+    eval may be from before it broke; `diverged` says how many of the `n` seeds did."""
     col = f"metrics.{metric}"
     if runs.empty or col not in runs:
         return []

@@ -20,6 +20,7 @@ from typing import Any
 
 from ablate.algorithms import Algorithm
 from ablate.errors import AblateError, StudyError, StudyWarning
+from ablate.finding import Finding
 from ablate.spec import Budget, CurveSpec, Engine, EvalSpec, Optim, TrialSpec
 from ablate.study_checks import study_problems, study_warnings
 
@@ -250,9 +251,11 @@ class Study:
     """The smallest Δ pass@1 worth detecting: the report gives the seeds needed to detect it."""
     curves: CurveSpec | None = None
     """Fit compute–performance curves in the report (set `eval`'s compute cadence with it)."""
+    findings: Sequence[Finding] = ()
+    """A paper's findings this study tests (`ablate report` tests them on its results)."""
 
     def __post_init__(self) -> None:
-        for name in ("base_models", "arms", "templates", "seeds", "extra"):
+        for name in ("base_models", "arms", "templates", "seeds", "extra", "findings"):
             object.__setattr__(self, name, tuple(getattr(self, name)))
         object.__setattr__(self, "arms", _with_replicates_resolved(_collapsed(self.arms)))
         problems = study_problems(self)

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, TypeAlias
 
 from ablate.errors import AblateError
+from ablate.finding import Finding
 from ablate.spec import setting_problems
 
 #: An `ablate.study.Study` (not imported: study imports this module).
@@ -33,6 +34,7 @@ def study_problems(study: Study) -> list[str]:
         _passk_problems,
         _search_problems,
         _replicate_problems,
+        _finding_problems,
     ):
         problems.extend(check(study))
     return problems
@@ -76,6 +78,29 @@ def _replicate_problems(study: Study) -> list[str]:
     ref = names.get(study.reference_arm) if study.arms else None
     if ref is not None and ref.replicate_of is not None:
         out.append(f"the reference arm {ref.name!r} must not be a replicate")
+    return out
+
+
+def _finding_problems(study: Study) -> list[str]:
+    """A study declares the findings it tests: each names this study, once, and both its arms
+    have trials on its base model and template."""
+    cells = {(a, model, template) for a, model, template, _ in study.cells()}
+    out, seen = [], set()
+    for f in study.findings:
+        if not isinstance(f, Finding):
+            out.append(f"findings: {f!r} is not a Finding(...)")
+            continue
+        if f.id in seen:
+            out.append(f"finding {f.id!r} is declared twice")
+        seen.add(f.id)
+        if f.study != study.name:
+            out.append(f"finding {f.id!r}: study={f.study!r}, but study {study.name!r} declares it")
+        for role, name in (("arm", f.arm), ("reference", f.reference)):
+            if (name, f.model, f.template) not in cells:
+                out.append(
+                    f"finding {f.id!r}: {role}={name!r} has no trials on base model "
+                    f"{f.model!r} with template {f.template!r}"
+                )
     return out
 
 

@@ -264,7 +264,7 @@ def study_data(
 
     import pandas as pd
 
-    from ablate.report.load import StudyData
+    from ablate.report.data.load import StudyData
 
     keys = ["trial_id", "arm", "model", "template", "seed"]
     trials, history = [], []

@@ -4,8 +4,9 @@ and the data (easy vs hard), so the arms run on the RL-ready rung and the aligne
 (`ablate zoo show aligned`), on easy and hard problems (the arithmetic subsets the RL-ready rung
 solves in >= 7/8 and <= 1/8 samples: `python -m devtools arithmetic-subsets`).
 
-Five study files share the arms below; `make tricks` runs them all and writes the claims table
-(`tools/tricks_report.py`, findings in `ablate/report/tricks.py`):
+Five study files share the arms and the paper's findings below (each study declares the
+findings it tests); `make tricks` runs them all and writes the reproduction's claims table
+(`ablate report studies/tricks_or_traps*.py --out reports/tricks_or_traps`):
 
 - this file: easy data, both rungs (std, batch std, clip-higher, aggregation, Lite PPO, DAPO);
 - `tricks_or_traps_hard.py`: hard data, the RL-ready rung (std, batch std, Lite PPO, DAPO);
@@ -20,6 +21,7 @@ reports (minimum detectable Δ pass@1 ≈ 0.08 at 80% power with 4 contrasts).""
 import dataclasses
 
 import ablate
+from ablate.finding import Finding
 from ablate.study import Budget, Cells, EvalSpec, PassKSpec, Study, arm
 
 MATCHED = {"minibatches": 4, "kl_coef": 0.0}
@@ -49,9 +51,123 @@ ARMS = {
 BASE_ARMS = ["grpo4", "no_std", "batch_std", "clip_higher", "token_agg", "lite_ppo", "dapo4"]
 ALIGNED_ARMS = ["grpo4", "clip_higher", "token_agg"]
 
+#: Δ pass@1 inside which "no effect" is supported: a quarter of the base rung's RL gain here.
+NO_EFFECT_MARGIN = 0.03
+
+
+#: The paper's findings in its order: the statement (paper's words), what ablate tests, the
+#: study and rung, the two arms (they differ in the finding's factor only), the predicted sign
+#: of arm − reference (0: no effect, within ±NO_EFFECT_MARGIN) and the metric that should
+#: explain it. The paper reports no seeds or intervals: its column gives its own words and,
+#: where it prints one, its number.
+FINDINGS = (
+    Finding(
+        id="std_easy",
+        paper="Takeaway 2: remove the std when rewards are concentrated (easy data)",
+        statement="no std − group std, pass@1, easy data, base rung: > 0",
+        study="tricks_or_traps", model="rl_ready", arm="no_std", reference="grpo4",
+        direction=+1, mechanism="policy/grad_norm",
+    ),
+    Finding(
+        id="std_hard",
+        paper="Takeaway 2: on harder data the std normalisation stays useful",
+        statement="no std − group std, pass@1, hard data, base rung: < 0",
+        study="tricks_or_traps_hard", model="rl_ready", arm="no_std", reference="grpo4",
+        direction=-1, mechanism="policy/grad_norm",
+    ),
+    Finding(
+        id="batch_std_easy",
+        paper="Takeaway 3: group mean + batch std is the most robust normalisation",
+        statement="batch std − group std, pass@1, easy data, base rung: > 0",
+        study="tricks_or_traps", model="rl_ready", arm="batch_std", reference="grpo4",
+        direction=+1, mechanism="policy/grad_norm",
+    ),
+    Finding(
+        id="batch_std_hard",
+        paper="Takeaway 3: group mean + batch std is the most robust normalisation",
+        statement="batch std − group std, pass@1, hard data, base rung: > 0",
+        study="tricks_or_traps_hard", model="rl_ready", arm="batch_std", reference="grpo4",
+        direction=+1, mechanism="policy/grad_norm",
+    ),
+    Finding(
+        id="clip_higher_aligned",
+        paper="Takeaway 4: clip-higher helps aligned models (slows entropy collapse)",
+        statement="clip_high 0.28 − 0.2, pass@1, aligned rung: > 0",
+        study="tricks_or_traps", model="aligned", arm="clip_higher", reference="grpo4",
+        direction=+1, mechanism="policy/clip_frac_high",
+    ),
+    Finding(
+        id="clip_higher_base",
+        paper="Takeaway 4: on base models clip-higher has little effect (upper clip rate ≈ 0.003)",
+        statement="clip_high 0.28 − 0.2, pass@1, base rung: within ±0.03",
+        study="tricks_or_traps", model="rl_ready", arm="clip_higher", reference="grpo4",
+        direction=0, mechanism="policy/clip_frac_high",
+        margin=NO_EFFECT_MARGIN,
+    ),
+    Finding(
+        id="token_agg_base",
+        paper="Takeaway 7: token-level loss aggregation is better for base models",
+        statement="token mean − sequence mean, pass@1, base rung: > 0",
+        study="tricks_or_traps", model="rl_ready", arm="token_agg", reference="grpo4",
+        direction=+1, mechanism="length/incorrect_mean",
+    ),
+    Finding(
+        id="token_agg_aligned",
+        paper="Takeaway 7: sequence-level aggregation is better for aligned models",
+        statement="token mean − sequence mean, pass@1, aligned rung: < 0",
+        study="tricks_or_traps", model="aligned", arm="token_agg", reference="grpo4",
+        direction=-1, mechanism="length/incorrect_mean",
+    ),
+    Finding(
+        id="overlong_short",
+        paper="Takeaway 8: overlong filtering helps at a short maximum length (8k)",
+        statement="filter − none, pass@1, 40 new tokens: > 0",
+        study="tricks_or_traps_short", model="rl_ready", arm="overlong_filter", reference="grpo4",
+        direction=+1, mechanism="length/truncation_rate",
+    ),
+    Finding(
+        id="overlong_long",
+        paper="Takeaway 8: ... and little at a long one (20k)",
+        statement="filter − none, pass@1, 80 new tokens: within ±0.03",
+        study="tricks_or_traps_long", model="rl_ready", arm="overlong_filter", reference="grpo4",
+        direction=0, mechanism="length/truncation_rate",
+        margin=NO_EFFECT_MARGIN,
+    ),
+    Finding(
+        id="lite_ppo_vs_grpo",
+        paper="§5: Lite PPO (group-mean/batch-std, token-level) beats GRPO (base models, Fig. 15)",
+        statement="Lite PPO − GRPO, pass@1, easy data, base rung: > 0",
+        study="tricks_or_traps", model="rl_ready", arm="lite_ppo", reference="grpo4",
+        direction=+1, mechanism="policy/entropy",
+    ),
+    Finding(
+        id="lite_ppo_vs_dapo",
+        paper="§5: Lite PPO beats DAPO (base models, Fig. 15)",
+        statement="Lite PPO − DAPO, pass@1, easy data, base rung: > 0",
+        study="tricks_or_traps", model="rl_ready", arm="lite_ppo", reference="dapo4",
+        direction=+1, mechanism="policy/entropy",
+    ),
+    Finding(
+        id="lite_ppo_vs_grpo_hard",
+        paper="§5: Lite PPO beats GRPO on hard data too (Qwen3-8B hard: 66.96 vs DAPO 64.17)",
+        statement="Lite PPO − GRPO, pass@1, hard data, base rung: > 0",
+        study="tricks_or_traps_hard", model="rl_ready", arm="lite_ppo", reference="grpo4",
+        direction=+1, mechanism="policy/entropy",
+    ),
+    Finding(
+        id="length_bias",
+        paper="Dr. GRPO §3.1 (revisited): GRPO's 1/|o| lets incorrect answers grow longer",
+        statement="GRPO − Dr. GRPO, length of incorrect training samples, last quarter: > 0",
+        study="tricks_or_traps_length", model="tail_ready", arm="grpo4", reference="dr_grpo4",
+        direction=+1, mechanism="length/self_check_rate_incorrect",
+        measure="length/incorrect_mean",
+    ),
+)  # fmt: skip
+
 
 def tricks_study(name: str, arms: list[str], **settings) -> Study:
-    """One study of the reproduction: the shared arms, seeds, budget and evaluation."""
+    """One study of the reproduction: the shared arms, seeds, budget and evaluation, and the
+    paper's findings that name it."""
     defaults = {
         "task": "arithmetic",
         "base_models": ["rl_ready"],
@@ -62,6 +178,7 @@ def tricks_study(name: str, arms: list[str], **settings) -> Study:
         "eval": EvalSpec(n_samples=8, ks=(1, 8), max_problems=64, at_start=False),
         "passk": PassKSpec(n=8, ks=(1, 8), max_problems=64),
     }
+    defaults["findings"] = [f for f in FINDINGS if f.study == name]
     return Study(name=name, arms=[ARMS[a] for a in arms], **{**defaults, **settings})
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ablate.report import stats
+from ablate.report.stats import inference
 from devtools.__main__ import main
 from devtools.calibration.calibration import calibrate, format_table
 from devtools.calibration.simulate import StudyModel, simulate
@@ -99,7 +99,7 @@ def test_95_percent_intervals_cover_95_percent(table, n, request):
 def test_marks_keep_the_family_wise_error_rate_under_null(table, n, arms, request):
     row = request.getfixturevalue(table).loc[n]
     for col in (f"fwer_{arms}arms", f"signflip_fwer_{arms}arms"):
-        assert row[col] <= stats.ALPHA + 2 * max(row[f"{col}_se"], 1 / STUDIES)
+        assert row[col] <= inference.ALPHA + 2 * max(row[f"{col}_se"], 1 / STUDIES)
 
 
 @pytest.mark.parametrize("n", [5, 10])
@@ -123,11 +123,11 @@ def test_welch_contrast_is_calibrated_for_independent_groups():
     model = StudyModel(arms=2, seeds=5, shared_fraction=0.0, shared_eval_noise=False)
     studies = simulate(model, STUDIES, 4)
     a, r = studies.observed[:, 1, :5], studies.observed[:, 0, :3]  # unequal groups, 5 and 3
-    diff, half, p, _ = stats.welch_t(a, r)
+    diff, half, p, _ = inference.welch_t(a, r)
     truth = studies.truth[:, 1] - studies.truth[:, 0]
     coverage = np.mean((diff - half <= truth) & (truth <= diff + half))
     assert 0.93 <= coverage <= 0.97
-    assert np.mean(p < stats.ALPHA) <= stats.ALPHA + 2 * np.sqrt(0.05 * 0.95 / STUDIES)
+    assert np.mean(p < inference.ALPHA) <= inference.ALPHA + 2 * np.sqrt(0.05 * 0.95 / STUDIES)
 
 
 # the command

@@ -3,7 +3,7 @@ known (A, B, C_mid) plus noise.
 
 The recovery tolerance, derived: a least-squares fit on n points with independent noise of SD σ
 estimates θ = (A, ln B, ln C_mid) with covariance σ²(JᵀJ)⁻¹ to first order (J: the model's
-Jacobian at the truth, `curvecheck.standard_errors`). A recovered parameter must lie within
+Jacobian at the truth, `curves.check.standard_errors`). A recovered parameter must lie within
 5 standard errors of the truth, plus half a grid step where the fit is on a grid (A: 0.0025;
 ln C_mid: half the log spacing of the C_mid grid). Under that normal approximation a 5-SE miss has
 probability 6e-7 per parameter; the approximation itself is checked against 200 simulated
@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ablate.report.curvecheck import (
+from ablate.report.curves.check import (
     fit_power_law,
     forecast_check,
     jacobian,
@@ -24,7 +24,7 @@ from ablate.report.curvecheck import (
     window_spread,
     windows,
 )
-from ablate.report.curvefit import (
+from ablate.report.curves.fit import (
     A_STEP,
     C_MID_POINTS,
     Fit,
@@ -156,7 +156,7 @@ def test_a_curve_still_rising_at_the_end_gives_no_fit_rather_than_a_at_its_bound
     )
     # the bound fit's curve is kept for reading inside the observed compute: it crosses
     # pass@1 0.7 where the data do (between the evals at 1.25M, 0.672, and 1.5M, 0.741)
-    from ablate.report.curvefit import target_inside
+    from ablate.report.curves.fit import target_inside
 
     assert fit.a == pytest.approx(1.0) and not fit.ok
     assert 1.1e6 < target_inside(fit, c, 0.7) < 1.6e6
@@ -208,7 +208,7 @@ def test_a_curve_refused_at_the_bound_is_read_for_the_target_inside_its_compute_
     """A seed whose A sits at its bound has no asymptote, but its fitted curve still says when
     it crossed a pass@1 it reached inside the observed compute; a target beyond that is not
     extrapolated (NaN), and other refusals carry no curve at all."""
-    from ablate.report.curvefit import NOT_LEVELLED, no_fit, target_inside
+    from ablate.report.curves.fit import NOT_LEVELLED, no_fit, target_inside
 
     c = np.geomspace(1e5, 6e6, 20)
     bound = Fit(a=1.0, b=1.0, c_mid=2e6, r0=0.5, ssr=0.01, n=20, reason=f"no fit: {NOT_LEVELLED}")

@@ -10,8 +10,8 @@ from scipy.stats import chi2
 
 from ablate import tracking
 from ablate.cli import main
-from ablate.report import stats
-from ablate.report.plan import pilot_values, plan_rows, recommendation
+from ablate.report.stats import inference
+from ablate.report.stats.plan import pilot_values, plan_rows, recommendation
 from ablate.study import Study, arm
 
 PILOT = {"grpo": [0.50, 0.52, 0.48], "dr": [0.53, 0.53, 0.52]}  # differences 0.03, 0.01, 0.04
@@ -63,8 +63,8 @@ def test_plan_rows_by_hand(pilot):
     assert (row.pilot_seeds, row.delta, row.sd) == (3, pytest.approx(d.mean()), pytest.approx(sd))
     # one contrast: alpha 0.05; the upper bound of the SD from 2 degrees of freedom
     assert row.sd_upper == pytest.approx(sd * math.sqrt(2 / chi2.ppf(0.2, 2)))
-    assert row.for_effect == stats.seeds_needed(0.02, sd, alpha=0.05)
-    assert row.for_effect_upper == stats.seeds_needed(0.02, row.sd_upper, alpha=0.05)
+    assert row.for_effect == inference.seeds_needed(0.02, sd, alpha=0.05)
+    assert row.for_effect_upper == inference.seeds_needed(0.02, row.sd_upper, alpha=0.05)
     assert row.for_effect_upper >= row.for_effect
     assert f"seeds = {row.for_effect_upper}" in recommendation([row], 0.02)
     assert "effect_of_interest" in recommendation([row], None)

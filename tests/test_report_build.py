@@ -9,9 +9,10 @@ import pandas as pd
 import pytest
 
 from ablate import tracking
-from ablate.report import render
-from ablate.report.build import build_report, build_tables
-from ablate.report.load import load_study_data
+from ablate.report.data.load import load_study_data
+from ablate.report.render import formats
+from ablate.report.render.build import build_report
+from ablate.report.render.tables import build_tables
 from ablate.study import Budget, EvalSpec, Study, arm
 
 STEPS = 4
@@ -212,8 +213,85 @@ def test_report_opens_with_findings_then_the_configuration(report):
 def test_cells_below_three_seeds_show_a_mean_only(report):
     study, results, uri, _ = report
     built = build_tables(load_study_data(study, results, uri))
-    main = render.to_markdown(next(t for t in built.tables if t.name == "main"))
+    main = formats.to_markdown(next(t for t in built.tables if t.name == "main"))
     dr = next(line for line in main.splitlines() if line.startswith("| dr_grpo"))
     assert "n=2: too few seeds for an interval" in dr and "[" not in dr
     grpo = next(line for line in main.splitlines() if line.startswith("| grpo"))
     assert "(N=" not in main and re.search(r"\d\.\d{3} \[\d\.\d{3}, \d\.\d{3}\]", grpo)
+
+
+STUDY_FILE = """
+from ablate.finding import Finding
+from ablate.study import Budget, EvalSpec, Study, arm
+
+STUDY = Study(
+    name={name!r},
+    base_models=["hopeless"],
+    arms=[arm("grpo", "grpo", kl_coef=0.0), arm("dr_grpo", "dr_grpo")],
+    seeds=[0, 1, 2],
+    budget=Budget(max_steps=4, prompts_per_step=2, group_size=2, max_new_tokens=16),
+    eval=EvalSpec(every=2, n_samples=2, ks=(1, 2), max_problems=3),
+    passk=None,
+    findings=[
+        Finding(
+            id={finding!r},
+            paper="Some paper, §1: Dr. GRPO learns faster",
+            statement="dr_grpo − grpo, pass@1: > 0",
+            study={name!r},
+            model="hopeless",
+            arm="dr_grpo",
+            reference="grpo",
+            direction=+1,
+            mechanism="entropy/mean",
+        )
+    ],
+)
+"""
+
+
+def test_a_report_of_several_studies_writes_each_and_tests_their_findings_together(
+    report, tmp_path, capsys
+):
+    from ablate.cli import main
+    from ablate.study import load_study
+
+    study, results, _, _ = report
+    files = {"synth": tmp_path / "synth.py", "never_ran": tmp_path / "never_ran.py"}
+    for (name, path), finding in zip(files.items(), ("lift", "never"), strict=True):
+        path.write_text(STUDY_FILE.format(name=name, finding=finding))
+    declared = load_study(files["synth"])  # the fixture's study, with a finding declared
+    assert [t.id for t in declared.trials()] == [t.id for t in study.trials()]
+    out = tmp_path / "reports"
+    args = ["report", *map(str, files.values()), "--results", str(results), "--out", str(out)]
+    assert main(args) == 0
+    assert "skipped: no runs of study 'never_ran'" in capsys.readouterr().err
+    assert (out / "synth" / "report.html").is_file() and not (out / "never_ran").exists()
+    claims = pd.read_csv(out / "tables" / "claims.csv").set_index("finding")
+    assert list(claims.index) == ["lift", "never"]
+    # dr_grpo: seed 0 finished, seed 1 diverged (pass@1 = 0), seed 2 missing: 2 seeds
+    assert claims.loc["lift", ["seeds", "verdict"]].tolist() == [2, "not testable at this setting"]
+    mechanism = claims.loc["lift", "mechanism (arm vs reference)"]
+    assert mechanism == "entropy/mean: 0.1 vs 0.1; n=2: too few seeds for a test (needs 3)"
+    assert claims.loc["never", "verdict"] == "not tested"
+    for ext in ("md", "tex"):
+        assert (out / "tables" / f"claims.{ext}").is_file()
+    md = (out / "report.md").read_text()
+    assert "[synth](synth/report.md)" in md and "never: study never_ran has no results." in md
+
+
+def test_a_report_of_several_studies_none_of_which_ran_creates_nothing(tmp_path, capsys):
+    from ablate.cli import main
+
+    results, out = tmp_path / "results", tmp_path / "reports"
+    files = [tmp_path / "a.py", tmp_path / "b.py"]
+    for path, finding in zip(files, ("fa", "fb"), strict=True):
+        path.write_text(STUDY_FILE.format(name=path.stem, finding=finding))
+    args = ["report", *map(str, files), "--results", str(results), "--out", str(out)]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert "skipped: no runs of study 'a'" in err and "skipped: no runs of study 'b'" in err
+    assert err.strip().splitlines()[-1].startswith("error: no study has a finished run in ")
+    assert not out.exists() and not results.exists()
+    files[1].write_text(STUDY_FILE.format(name="b", finding="fa"))
+    assert main(args) == 2
+    assert "finding 'fa' is declared by studies 'a' and 'b'" in capsys.readouterr().err

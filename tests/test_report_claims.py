@@ -1,5 +1,5 @@
-"""Each claim of ablate.report.claims on synthetic frames built to support it, to contradict it
-and to leave it inconclusive (plus the 'not tested' paths)."""
+"""Each claim of ablate.report.claims (tutorial, analytic) on synthetic frames built to support
+it, to contradict it and to leave it inconclusive (plus the 'not tested' paths)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,9 @@ import pandas as pd
 import pytest
 
 from ablate.presets import baseline
-from ablate.report import claims
-from ablate.report.load import StudyData
+from ablate.report.claims import analytic, rules, tutorial
+from ablate.report.data.load import StudyData
+from ablate.report.stats.contrasts import template_contrasts
 
 SEEDS = range(6)
 GRPO = dataclasses.replace(baseline("grpo"), kl_coef=0.0)  # no KL: it would confound the pairs
@@ -25,9 +26,9 @@ ALGOS = {
 }
 
 
-def judged(claim: claims.Claim) -> claims.Claim:
+def judged(claim: rules.Claim) -> rules.Claim:
     """The claim after the study-wide step: Holm over the tested claims, then the verdict."""
-    return claims.adjudicate([claim])[0]
+    return rules.adjudicate([claim])[0]
 
 
 def make(runs, passk=None, group_size=8, reference="grpo", algorithms=True) -> StudyData:
@@ -77,19 +78,21 @@ def make(runs, passk=None, group_size=8, reference="grpo", algorithms=True) -> S
 # --- 1a --------------------------------------------------------------------------------------
 def test_token_weights_by_hand():
     # two rows of 4 and 2 tokens: per-sequence token mean gives 1/(2*4) and 1/(2*2)
-    assert claims.token_weights("seq_mean_token_mean", None, 4, 2) == pytest.approx((0.125, 0.25))
+    assert analytic.token_weights("seq_mean_token_mean", None, 4, 2) == pytest.approx((0.125, 0.25))
     # sum / (rows * constant 8) gives 1/16 to every token
-    assert claims.token_weights("seq_mean_token_sum_norm", 8, 4, 2) == pytest.approx((1 / 16,) * 2)
+    assert analytic.token_weights("seq_mean_token_sum_norm", 8, 4, 2) == pytest.approx(
+        (1 / 16,) * 2
+    )
 
 
 def test_1a_is_analytic_it_holds_for_the_presets_and_fails_for_equal_weights():
-    c = claims.claim_length_norm_downweights_long_tokens(make([]))
-    assert c.verdict == claims.HOLDS and c.value == pytest.approx(0.5)
-    assert claims.length_norm_weighting_verdict(1.0, 1.0, 60, 30).verdict == claims.FAILS
-    assert claims.length_norm_weighting_verdict(0.5, 0.5, 60, 30).verdict == claims.FAILS
+    c = analytic.claim_length_norm_downweights_long_tokens(make([]))
+    assert c.verdict == rules.HOLDS and c.value == pytest.approx(0.5)
+    assert analytic.length_norm_weighting_verdict(1.0, 1.0, 60, 30).verdict == rules.FAILS
+    assert analytic.length_norm_weighting_verdict(0.5, 0.5, 60, 30).verdict == rules.FAILS
     # reported apart from the empirical claims, never among their verdicts
-    assert list(claims.analytic_claims(make([]))["id"]) == ["1a"]
-    assert "1a" not in set(claims.evaluate_claims(make([]))["id"])
+    assert [c.id for c in analytic.analytic_claims(make([]))] == ["1a"]
+    assert "1a" not in {c.id for c in tutorial.evaluate_claims(make([]))}
 
 
 # --- 1b --------------------------------------------------------------------------------------
@@ -108,49 +111,49 @@ def _lengths(grpo_growth, dr_growth, seeds=SEEDS, grpo="grpo", algorithms=True):
 @pytest.mark.parametrize(
     ("grpo", "dr", "expected"),
     [
-        (lambda s: 10 + s, lambda s: 0.5 * s, claims.SUPPORTED),
-        (lambda s: -10 - s, lambda s: 0.5 * s, claims.CONTRADICTED),
-        (lambda s: (-1) ** s * 5, lambda s: 0.0, claims.INCONCLUSIVE),
+        (lambda s: 10 + s, lambda s: 0.5 * s, rules.SUPPORTED),
+        (lambda s: -10 - s, lambda s: 0.5 * s, rules.CONTRADICTED),
+        (lambda s: (-1) ** s * 5, lambda s: 0.0, rules.INCONCLUSIVE),
     ],
 )
 def test_1b_length_growth(grpo, dr, expected):
-    c = judged(claims.claim_std_norm_lengthens_wrong_answers(_lengths(grpo, dr)))
+    c = judged(tutorial.claim_std_norm_lengthens_wrong_answers(_lengths(grpo, dr)))
     assert c.verdict == expected and c.n == 6 and c.arms == "grpo vs dr_grpo"
 
 
 def test_1b_three_seeds_are_tested_by_paired_t_two_are_not():
     three = judged(
-        claims.claim_std_norm_lengthens_wrong_answers(
+        tutorial.claim_std_norm_lengthens_wrong_answers(
             _lengths(lambda s: 100 + s, lambda s: 0, seeds=range(3))
         )
     )
     # per-seed differences (the growth of the last minus the first quarter) 75, 75.75, 76.5
-    assert three.verdict == claims.SUPPORTED and three.n == 3 and three.p_value < 1e-3
+    assert three.verdict == rules.SUPPORTED and three.n == 3 and three.p_value < 1e-3
     two = judged(
-        claims.claim_std_norm_lengthens_wrong_answers(
+        tutorial.claim_std_norm_lengthens_wrong_answers(
             _lengths(lambda s: 100, lambda s: 0, seeds=range(2))
         )
     )
-    assert two.verdict == claims.NOT_TESTABLE and "n=2" in two.note
+    assert two.verdict == rules.NOT_TESTABLE and "n=2" in two.note
 
 
 def test_1b_not_tested_when_the_pair_also_differs_in_kl_and_says_so():
-    c = claims.claim_std_norm_lengthens_wrong_answers(
+    c = tutorial.claim_std_norm_lengthens_wrong_answers(
         _lengths(lambda s: 10, lambda s: 0, grpo="grpo_kl")
     )
-    assert c.verdict == claims.NOT_TESTED and "kl_coef" in c.note
+    assert c.verdict == rules.NOT_TESTED and "kl_coef" in c.note
 
 
 def test_pairs_rebuilt_from_the_frame_treat_none_fields_as_equal():
     # pandas stores None as NaN and NaN != NaN: dual_clip=None in both arms is no difference
     data = _lengths(lambda s: 10 + s, lambda s: 0, algorithms=False)
     assert data.algorithm("grpo").dual_clip is None
-    assert judged(claims.claim_std_norm_lengthens_wrong_answers(data)).verdict == claims.SUPPORTED
+    assert judged(tutorial.claim_std_norm_lengthens_wrong_answers(data)).verdict == rules.SUPPORTED
 
 
 def test_1b_not_tested_without_a_dr_grpo_arm():
     data = make([("grpo", "m", 0, {"length/incorrect_mean": [1, 2]})])
-    assert claims.claim_std_norm_lengthens_wrong_answers(data).verdict == claims.NOT_TESTED
+    assert tutorial.claim_std_norm_lengthens_wrong_answers(data).verdict == rules.NOT_TESTED
 
 
 # --- 2 ---------------------------------------------------------------------------------------
@@ -166,25 +169,25 @@ def _entropy(delta, clip_binds=0.05, high="grpo_ch"):
 @pytest.mark.parametrize(
     ("delta", "expected"),
     [
-        (lambda s: 0.02 + 0.001 * s, claims.SUPPORTED),
-        (lambda s: -0.02 - 0.001 * s, claims.CONTRADICTED),
-        (lambda s: (-1) ** s * 0.01, claims.INCONCLUSIVE),
+        (lambda s: 0.02 + 0.001 * s, rules.SUPPORTED),
+        (lambda s: -0.02 - 0.001 * s, rules.CONTRADICTED),
+        (lambda s: (-1) ** s * 0.01, rules.INCONCLUSIVE),
     ],
 )
 def test_2_clip_higher_entropy(delta, expected):
-    c = judged(claims.claim_clip_higher_keeps_entropy(_entropy(delta)))
+    c = judged(tutorial.claim_clip_higher_keeps_entropy(_entropy(delta)))
     assert c.verdict == expected and c.arms == "grpo_ch vs grpo" and "5.00%" in c.note
 
 
 def test_2_not_tested_when_clip_higher_comes_with_another_schedule():
     # DAPO's path credited clip-higher with 16 updates per rollout: such a pair is refused
-    c = claims.claim_clip_higher_keeps_entropy(_entropy(lambda s: 0.05, high="grpo_ch_mb4"))
-    assert c.verdict == claims.NOT_TESTED and "minibatches" in c.note
+    c = tutorial.claim_clip_higher_keeps_entropy(_entropy(lambda s: 0.05, high="grpo_ch_mb4"))
+    assert c.verdict == rules.NOT_TESTED and "minibatches" in c.note
 
 
 def test_2_not_testable_when_the_upper_clip_barely_binds():
-    c = claims.claim_clip_higher_keeps_entropy(_entropy(lambda s: 0.05, clip_binds=0.003))
-    assert c.verdict == claims.NOT_TESTABLE and "0.30%" in c.note
+    c = tutorial.claim_clip_higher_keeps_entropy(_entropy(lambda s: 0.05, clip_binds=0.003))
+    assert c.verdict == rules.NOT_TESTABLE and "0.30%" in c.note
 
 
 # --- 3 ---------------------------------------------------------------------------------------
@@ -211,14 +214,14 @@ def _ratios(token_sign, seq_sign, n=6):
 @pytest.mark.parametrize(
     ("tok", "seq", "expected"),
     [
-        (lambda s: 1, lambda s: -1, claims.SUPPORTED),
-        (lambda s: -1, lambda s: 1, claims.CONTRADICTED),
-        (lambda s: (-1) ** s, lambda s: (-1) ** s, claims.INCONCLUSIVE),
+        (lambda s: 1, lambda s: -1, rules.SUPPORTED),
+        (lambda s: -1, lambda s: 1, rules.CONTRADICTED),
+        (lambda s: (-1) ** s, lambda s: (-1) ** s, rules.INCONCLUSIVE),
     ],
 )
 def test_3_ratio_variance_against_length(tok, seq, expected):
     assert (
-        judged(claims.claim_token_ratio_variance_grows_with_length(_ratios(tok, seq))).verdict
+        judged(tutorial.claim_token_ratio_variance_grows_with_length(_ratios(tok, seq))).verdict
         == expected
     )
 
@@ -232,15 +235,15 @@ def test_3_averages_within_a_seed_so_n_counts_seeds_not_trials():
             [data.history, data.history.assign(trial_id=lambda h: h["trial_id"] + "b")]
         ),
     )
-    assert claims.claim_token_ratio_variance_grows_with_length(twice).n == 3  # 6 trials, 3 seeds
+    assert tutorial.claim_token_ratio_variance_grows_with_length(twice).n == 3  # 6 trials, 3 seeds
 
 
 def test_3_not_testable_when_ratios_are_constant():
     assert (
-        claims.claim_token_ratio_variance_grows_with_length(
+        tutorial.claim_token_ratio_variance_grows_with_length(
             _ratios(lambda s: 0, lambda s: 0)
         ).verdict
-        == claims.NOT_TESTABLE
+        == rules.NOT_TESTABLE
     )
 
 
@@ -268,34 +271,34 @@ def _gain_vs_passg(gain_of, pass_g=(0.0, 0.1, 0.3, 0.5, 0.7, 0.9, 0.95, 1.0)):
 @pytest.mark.parametrize(
     ("gain", "expected"),
     [
-        (lambda pg: 0.3 * pg, claims.SUPPORTED),
-        (lambda pg: 0.3 * (1 - pg), claims.CONTRADICTED),
-        (lambda pg: 0.1 * np.sin(40 * pg), claims.INCONCLUSIVE),
+        (lambda pg: 0.3 * pg, rules.SUPPORTED),
+        (lambda pg: 0.3 * (1 - pg), rules.CONTRADICTED),
+        (lambda pg: 0.1 * np.sin(40 * pg), rules.INCONCLUSIVE),
     ],
 )
 def test_4_gain_grows_with_base_pass_at_g(gain, expected):
-    c = judged(claims.claim_gain_grows_with_base_pass_at_g(_gain_vs_passg(gain)))
+    c = judged(tutorial.claim_gain_grows_with_base_pass_at_g(_gain_vs_passg(gain)))
     assert c.verdict == expected and c.n == 8
 
 
 def test_4_permutation_p_over_cells_by_hand():
     # 4 cells in perfect order: of the 24 pairings only the identity and the reversal reach
     # |rho| = 1, so the two-sided exact p is 2/24 (four cells can never reach 0.05)
-    rho, p = claims.permutation_rho(np.array([0.1, 0.2, 0.3, 0.4]), np.array([1.0, 2, 3, 4]))
+    rho, p = tutorial.permutation_rho(np.array([0.1, 0.2, 0.3, 0.4]), np.array([1.0, 2, 3, 4]))
     assert rho == pytest.approx(1.0) and p == pytest.approx(2 / 24)
     c = judged(
-        claims.claim_gain_grows_with_base_pass_at_g(
+        tutorial.claim_gain_grows_with_base_pass_at_g(
             _gain_vs_passg(lambda pg: pg, pass_g=(0.0, 0.3, 0.6, 0.9))
         )
     )
-    assert c.verdict == claims.INCONCLUSIVE and c.p_value == pytest.approx(2 / 24)
+    assert c.verdict == rules.INCONCLUSIVE and c.p_value == pytest.approx(2 / 24)
 
 
 def test_4_not_tested_with_two_base_models():
-    c = claims.claim_gain_grows_with_base_pass_at_g(
+    c = tutorial.claim_gain_grows_with_base_pass_at_g(
         _gain_vs_passg(lambda pg: pg, pass_g=(0.0, 1.0))
     )
-    assert c.verdict == claims.NOT_TESTED
+    assert c.verdict == rules.NOT_TESTED
 
 
 # --- 5 ---------------------------------------------------------------------------------------
@@ -320,14 +323,14 @@ def _templates(p_other, half_width):
 @pytest.mark.parametrize(
     ("p_other", "half", "expected"),
     [
-        (0.1, 0.05, claims.SUPPORTED),
-        (0.5, 0.005, claims.CONTRADICTED),
-        (0.45, 0.2, claims.INCONCLUSIVE),
+        (0.1, 0.05, rules.SUPPORTED),
+        (0.5, 0.005, rules.CONTRADICTED),
+        (0.45, 0.2, rules.INCONCLUSIVE),
     ],
 )
 def test_5_template_changes_base_pass_at_k(p_other, half, expected):
     assert (
-        judged(claims.claim_template_changes_base_pass_at_k(_templates(p_other, half))).verdict
+        judged(tutorial.claim_template_changes_base_pass_at_k(_templates(p_other, half))).verdict
         == expected
     )
 
@@ -344,7 +347,7 @@ def test_template_contrasts_holm_adjusts_across_models():
             n_problems=64,
         )
     )
-    out = claims.template_contrasts(passk)
+    out = template_contrasts(passk)
     assert list(out["model"]) == ["a", "b"]
     assert out["diff"].tolist() == pytest.approx([-0.2, 0.0])
     assert out["p_holm"].iloc[0] == pytest.approx(min(1.0, 2 * out["p"].iloc[0]))
@@ -366,38 +369,38 @@ def _pass_gains(g1, gk, base_k=0.8, model="m"):
 @pytest.mark.parametrize(
     ("g1", "gk", "expected"),
     [
-        (lambda s: 0.1 + 0.01 * s, lambda s: 0.0, claims.SUPPORTED),
-        (lambda s: 0.0, lambda s: 0.1 + 0.01 * s, claims.CONTRADICTED),
-        (lambda s: (-1) ** s * 0.05, lambda s: 0.0, claims.INCONCLUSIVE),
+        (lambda s: 0.1 + 0.01 * s, lambda s: 0.0, rules.SUPPORTED),
+        (lambda s: 0.0, lambda s: 0.1 + 0.01 * s, rules.CONTRADICTED),
+        (lambda s: (-1) ** s * 0.05, lambda s: 0.0, rules.INCONCLUSIVE),
     ],
 )
 def test_6_pass_at_1_gains_more_than_pass_at_k(g1, gk, expected):
-    c = judged(claims.claim_rl_raises_pass_at_1_more_than_pass_at_k(make(_pass_gains(g1, gk))))
+    c = judged(tutorial.claim_rl_raises_pass_at_1_more_than_pass_at_k(make(_pass_gains(g1, gk))))
     assert c.verdict == expected and c.n == 6
 
 
 def test_6_marks_ceiling_cells_instead_of_counting_them():
     at_ceiling = _pass_gains(lambda s: 0.1, lambda s: 0.0, base_k=0.97, model="sat")
-    only = claims.claim_rl_raises_pass_at_1_more_than_pass_at_k(make(at_ceiling))
-    assert only.verdict == claims.NOT_TESTABLE and "sat" in only.note
+    only = tutorial.claim_rl_raises_pass_at_1_more_than_pass_at_k(make(at_ceiling))
+    assert only.verdict == rules.NOT_TESTABLE and "sat" in only.note
     # with a non-ceiling cell beside it, the ceiling cell is named and left out
     mixed = make(at_ceiling + _pass_gains(lambda s: -0.1 - 0.01 * s, lambda s: 0.0))
-    c = judged(claims.claim_rl_raises_pass_at_1_more_than_pass_at_k(mixed))
-    assert c.verdict == claims.CONTRADICTED and "sat" in c.note and c.n == 6
+    c = judged(tutorial.claim_rl_raises_pass_at_1_more_than_pass_at_k(mixed))
+    assert c.verdict == rules.CONTRADICTED and "sat" in c.note and c.n == 6
 
 
 def test_verdict_rule_on_holm_adjusted_p():
-    assert claims.verdict(1.0, 0.03) == claims.SUPPORTED
-    assert claims.verdict(-1.0, 0.03) == claims.CONTRADICTED
-    assert claims.verdict(1.0, 0.06) == claims.INCONCLUSIVE
-    assert claims.verdict(-1.0, 0.01, direction=0) == claims.SUPPORTED  # either direction
+    assert rules.verdict(1.0, 0.03) == rules.SUPPORTED
+    assert rules.verdict(-1.0, 0.03) == rules.CONTRADICTED
+    assert rules.verdict(1.0, 0.06) == rules.INCONCLUSIVE
+    assert rules.verdict(-1.0, 0.01, direction=0) == rules.SUPPORTED  # either direction
 
 
 def test_claims_are_holm_adjusted_together():
-    base = claims.Claim("x", "s", "t", value=1.0, n=6, verdict=claims.INCONCLUSIVE)
-    a, b = claims.adjudicate([replace(base, p_value=0.03), replace(base, p_value=0.04)])
+    base = rules.Claim("x", "s", "t", value=1.0, n=6, verdict=rules.INCONCLUSIVE)
+    a, b = rules.adjudicate([replace(base, p_value=0.03), replace(base, p_value=0.04)])
     # alone each would be supported; Holm: 2 x 0.03 = 0.06, then max(0.06, 0.04) = 0.06
     assert a.p_holm == pytest.approx(0.06) and b.p_holm == pytest.approx(0.06)
-    assert a.verdict == b.verdict == claims.INCONCLUSIVE
-    untested = claims.Claim("y", "s", "t", verdict=claims.NOT_TESTED)
-    assert claims.adjudicate([untested, replace(base, p_value=0.03)])[1].p_holm == 0.03
+    assert a.verdict == b.verdict == rules.INCONCLUSIVE
+    untested = rules.Claim("y", "s", "t", verdict=rules.NOT_TESTED)
+    assert rules.adjudicate([untested, replace(base, p_value=0.03)])[1].p_holm == 0.03

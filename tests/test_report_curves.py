@@ -10,8 +10,9 @@ import numpy as np
 import pytest
 
 from ablate.presets import baseline
-from ablate.report import curve_tables, curves, figures, render
-from ablate.report.build import build_tables
+from ablate.report.curves import analysis, section
+from ablate.report.render import figures, formats
+from ablate.report.render.tables import build_tables
 from ablate.spec import CurveSpec
 from ablate.testing import study_data
 from devtools.calibration.curve_calibration import CurveModel, simulate_seed
@@ -58,11 +59,11 @@ def data():
 
 @pytest.fixture(scope="module")
 def arms(data):
-    return curves.arm_curves(data, SPEC)
+    return analysis.arm_curves(data, SPEC)
 
 
 def test_eval_points_read_compute_at_each_eval_and_zero_before_training(data):
-    points = curves.eval_points(data, SPEC)
+    points = analysis.eval_points(data, SPEC)
     first = points[points["trial_id"] == "t0"]
     assert first["compute"].iloc[0] == 0.0 and first["step"].iloc[0] == 0
     assert first["compute"].iloc[1:].tolist() == list(CurveModel().points)
@@ -90,44 +91,44 @@ def test_flat_curves_get_no_fit_with_the_reason_and_no_numbers(arms):
 
 
 def test_the_comparison_rule_a_first_then_b_with_a_shared_a(arms):
-    rows = {r.arm: r for r in curves.contrasts(arms, "grpo", SPEC)}
+    rows = {r.arm: r for r in analysis.contrasts(arms, "grpo", SPEC)}
     assert rows["higher_a"].a_differs and rows["higher_a"].delta_a.diff.value > 0.05
     assert rows["higher_a"].b_ratio is None  # A decides: B is not compared
     steeper = rows["steeper"]
     assert not steeper.a_differs and steeper.p_b < 0.05
     assert steeper.b_ratio.low <= 2.0 <= steeper.b_ratio.high  # B 2.4 vs 1.2
-    assert "B higher" in curve_tables._verdict(steeper)
+    assert "B higher" in section._verdict(steeper)
     # compute to pass@1 0.6 (R0 0.52, A 0.85): C_mid / 3.125^(1/B) = 933k at B 2.4 vs 580k at
     # B 1.2: the steeper curve needs 1.61x the compute to get there (it starts later)
     assert steeper.target_ratio.value == pytest.approx(1.61, rel=0.1) and steeper.p_target < 0.05
     assert steeper.target_ratio.n == 3
-    assert rows["flat"].delta_a.n == 0 and "too few seeds" in curve_tables._verdict(rows["flat"])
+    assert rows["flat"].delta_a.n == 0 and "too few seeds" in section._verdict(rows["flat"])
 
 
 def test_curves_without_an_a_of_their_own_are_still_compared_on_b_with_a_shared_a():
     """Curves that have not levelled off (A at its bound: no per-seed fit) leave ΔA untestable;
     the rule then compares B with a shared A, and the verdict and table say which seeds each
     rests on."""
-    from ablate.report import stats
+    from ablate.report.stats import inference
 
-    one_seed = stats.paired_contrast(np.array([0.99, np.nan, np.nan]), np.array([0.99, 0.9, 1]))
-    ratio = curves.seed_interval(np.array([1.5, 1.6, 1.4]), log=True)
-    row = curves.CurveContrast("dapo", "grpo", one_seed, b_ratio=ratio, p_b=0.01)
-    verdict = curve_tables._verdict(row)
+    one_seed = inference.paired_contrast(np.array([0.99, np.nan, np.nan]), np.array([0.99, 0.9, 1]))
+    ratio = analysis.seed_interval(np.array([1.5, 1.6, 1.4]), log=True)
+    row = analysis.CurveContrast("dapo", "grpo", one_seed, b_ratio=ratio, p_b=0.01)
+    verdict = section._verdict(row)
     assert verdict.startswith("A not testable: too few seeds with fits of both (1)")
     assert verdict.endswith("B higher (shared A)")
-    cells = curve_tables.contrast_table([row]).rows[0]
+    cells = section.contrast_table([row]).rows[0]
     assert (cells["seeds A"], cells["seeds B"]) == (1, 3)
-    lower = curves.CurveContrast("dapo", "grpo", one_seed, b_ratio=ratio, p_b=0.3)
-    assert "B within the noise" in curve_tables._verdict(lower)
+    lower = analysis.CurveContrast("dapo", "grpo", one_seed, b_ratio=ratio, p_b=0.3)
+    assert "B within the noise" in section._verdict(lower)
 
 
 def test_curves_at_the_ceiling_show_a_and_c_mid_without_intervals_and_skip_the_a_test():
     """A seed refused at A's bound, or with A within one standard error of 1, marks the arm not
     levelled off: A and C_mid keep their means but lose their intervals (they undercover
     there); B keeps its interval; the A test is skipped and B compared with a shared A."""
-    from ablate.report.curvecheck import at_ceiling
-    from ablate.report.curvefit import NOT_LEVELLED, Fit, no_fit, sigmoid
+    from ablate.report.curves.check import at_ceiling
+    from ablate.report.curves.fit import NOT_LEVELLED, Fit, no_fit, sigmoid
 
     c = STUDY_POINTS
     residuals = 0.02**2 * len(c)  # noise SD 0.02 per eval
@@ -146,17 +147,17 @@ def test_curves_at_the_ceiling_show_a_and_c_mid_without_intervals_and_skip_the_a
     for name in ("ref", "arm"):
         rng = np.random.default_rng(len(name))
         trials = [_curve(model, rng, name, s) for s in range(6)]
-        arms.append(curves.ArmCurves(name, [curves.analyse(t, spec) for t in trials]))
+        arms.append(analysis.ArmCurves(name, [analysis.analyse(t, spec) for t in trials]))
     ref = arms[0]
     assert ref.not_levelled and len(ref.fitted) >= 3
     a, b, c_mid = (ref.estimate(k) for k in ("a", "b", "c_mid"))
     assert a.value == pytest.approx(0.99, abs=0.02) and np.isnan(a.low) and np.isnan(c_mid.high)
     assert np.isfinite(b.low) and np.isfinite(b.high)
-    (row,) = curves.contrasts(arms, "ref", spec)
+    (row,) = analysis.contrasts(arms, "ref", spec)
     assert not row.levelled and np.isnan(row.p_a) and not row.a_differs
     assert row.b_ratio is not None and np.isfinite(row.p_b)
-    assert curve_tables._verdict(row).startswith("A not tested: the curves have not levelled off")
-    cells = curve_tables.curves_table(arms, spec).rows[0]
+    assert section._verdict(row).startswith("A not tested: the curves have not levelled off")
+    cells = section.curves_table(arms, spec).rows[0]
     assert cells["levelled off"] == "no: A, C_mid means only"
 
 
@@ -192,18 +193,18 @@ def test_tables_render_in_every_format_and_the_report_places_them_after_the_head
     table = built.tables[2]
     row = next(r for r in table.rows if r["arm"] == "flat")
     assert row["fitted"] == "0/3" and "no fit" in row["no fit"]
-    for text in (render.to_markdown(table), render.to_latex(table)):
+    for text in (formats.to_markdown(table), formats.to_latex(table)):
         assert "C\\_mid" in text or "C_mid" in text
-    frame = render.to_frame(table)
+    frame = formats.to_frame(table)
     assert {"A", "A low", "A high", "B", "C_mid", "forecast RMSE", "compute to 0.6"} <= set(frame)
     assert built.findings["Compute–performance curves"]
 
 
 def test_the_figure_is_drawn_and_saved_as_png_and_pdf(data, tmp_path):
-    assert figures.FIGURES["compute_curves"] is curve_tables.draw  # write_figures saves it
+    assert figures.FIGURES["compute_curves"] is section.draw  # write_figures saves it
     plt = figures._plt()
     fig, ax = plt.subplots()
-    assert curve_tables.draw(data, ax)
+    assert section.draw(data, ax)
     labels = [t.get_text() for t in ax.legend().get_texts()]
     assert any(label.startswith("grpo: A=0.85") for label in labels)
     assert "flat: no fit" in labels
@@ -224,7 +225,7 @@ def test_the_figure_draws_no_asymptote_for_curves_that_have_not_levelled_off():
     data = dataclasses.replace(study_data(runs, algorithms=algos, reference="grpo"), curves=SPEC)
     plt = figures._plt()
     fig, ax = plt.subplots()
-    assert curve_tables.draw(data, ax)
+    assert section.draw(data, ax)
     labels = [t.get_text() for t in ax.legend().get_texts()]
     assert any(
         label.startswith("higher_a: A≈0.9") and "not levelled off" in label for label in labels
@@ -237,7 +238,10 @@ def test_the_figure_draws_no_asymptote_for_curves_that_have_not_levelled_off():
 
 def test_without_a_curve_spec_the_report_has_no_curve_section(data):
     plain = dataclasses.replace(data, curves=None)
-    assert curve_tables.curve_section(plain) == ([], [])
+    assert not section.has_curves(plain) and section.curve_sentences(plain) == []
+    built = build_tables(plain)
+    assert not {"compute_curves", "compute_curve_contrasts"} & {t.name for t in built.tables}
+    assert "Compute–performance curves" not in built.findings
 
 
 def test_curve_intervals_cover_in_a_small_simulation():

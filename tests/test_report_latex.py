@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from ablate.presets import baseline
-from ablate.report import latex, render
-from ablate.report.build import build_tables
-from ablate.report.tables import Table
+from ablate.report.data.table import Table
+from ablate.report.render import formats, latex
+from ablate.report.render.tables import build_tables
 from ablate.testing import study_data
 
 DOCUMENT = (
@@ -84,7 +84,7 @@ def wide_study():
 def wide_tables(tmp_path_factory) -> list[Path]:
     folder = tmp_path_factory.mktemp("tables")
     for table in build_tables(wide_study()).tables:
-        render.write_table(table, folder)
+        formats.write_table(table, folder)
     return sorted(folder.glob("*.tex"))
 
 
@@ -113,7 +113,7 @@ def test_a_wide_table_is_split_into_panels_that_repeat_the_key_columns():
         | {f"measure {j}": f"0.{i}{j}0 ± 0.010" for j in range(12)}
         for i in range(3)
     ]
-    tex = render.to_latex(Table("wide", "Wide [95% t interval].", rows))
+    tex = formats.to_latex(Table("Wide [95% t interval].", rows, name="wide"))
     specs = re.findall(r"\\begin\{tabular\}\{([^}]*)\}", tex)
     assert len(specs) >= 3 and all(s.startswith("ll") for s in specs)  # arm, base · template
     assert tex.count("arm0 &") == len(specs)
@@ -125,7 +125,7 @@ def test_a_wide_table_is_split_into_panels_that_repeat_the_key_columns():
 def test_long_text_wraps_in_columns_sized_to_the_line_width():
     long = "with std scaling and per-sequence length normalisation, answers grow longer " * 2
     rows = [{"claim": "1", "statement": long, "verdict": "inconclusive"}]
-    tex = render.to_latex(Table("claims", "Claims.", rows))
+    tex = formats.to_latex(Table("Claims.", rows, name="claims"))
     widths = [float(w) for w in re.findall(r"p\{([\d.]+)\\linewidth\}", tex)]
     assert widths and sum(widths) < 1.0
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ablate import tracking
-from ablate.report.build import build_report
+from ablate.report.render.build import build_report
 from ablate.study import Budget, EvalSpec, Study, arm
 
 

@@ -11,11 +11,12 @@ import pytest
 from scipy import stats as sps
 
 from ablate.presets import baseline
-from ablate.report import contrasts as cx
-from ablate.report import findings as fd
-from ablate.report import measures as m
-from ablate.report import render, stats, tables
-from ablate.report.build import build_tables
+from ablate.report.claims import sentences as fd
+from ablate.report.render import formats, headline
+from ablate.report.render.tables import build_tables
+from ablate.report.stats import contrasts as cx
+from ablate.report.stats import inference
+from ablate.report.stats import measures as m
 from ablate.testing import study_data
 
 REF = dataclasses.replace(baseline("grpo"), kl_coef=0.0, minibatches=4)
@@ -62,9 +63,11 @@ def test_paired_contrasts_by_hand_with_holm_over_the_table(data):
     assert better.significant and not noise.significant
     # power at alpha / m for the family of 2 contrasts
     assert better.family == 2
-    assert better.mde == pytest.approx(stats.mde_paired(better.contrast.sd, 4, alpha=0.025))
-    assert better.mde != pytest.approx(stats.mde_paired(better.contrast.sd, 4, alpha=0.05))
-    assert noise.seeds_for_observed == stats.seeds_needed(0.0025, np.std(d, ddof=1), alpha=0.025)
+    assert better.mde == pytest.approx(inference.mde_paired(better.contrast.sd, 4, alpha=0.025))
+    assert better.mde != pytest.approx(inference.mde_paired(better.contrast.sd, 4, alpha=0.05))
+    assert noise.seeds_for_observed == inference.seeds_needed(
+        0.0025, np.std(d, ddof=1), alpha=0.025
+    )
 
 
 def test_a_diverged_trial_enters_the_headline_as_zero():
@@ -77,11 +80,11 @@ def test_a_diverged_trial_enters_the_headline_as_zero():
     row = next(r for r in cx.headline_contrasts(data) if r.arm == "better")
     expected = np.mean([0.1, 0.1, 0.1, -BASE[3]])  # the diverged seed: 0 - reference
     assert row.n == 4 and row.contrast.diff.value == pytest.approx(expected)
-    main = tables.main_table(data, cx.headline_contrasts(data))
+    main = headline.main_table(data)
     cell = next(r for r in main.rows if r["arm"] == "better")
     assert cell["seeds"] == "4/4 (1 diverged)"
     assert cell["pass@1"].value == pytest.approx(np.mean([*np.add(BASE[:3], 0.1), 0.0]))
-    survival = tables.survival_table(data).rows[1]
+    survival = headline.survival_table(data).rows[1]
     assert (survival["diverged"], survival["diverged at step"]) == (1, "4")
 
 
@@ -89,20 +92,20 @@ def test_below_three_seeds_no_interval_no_test_and_no_power(data):
     small = study_data(runs(seeds=range(2)), algorithms=ALGOS, reference="grpo")
     rows = cx.headline_contrasts(small)
     assert all(r.n == 2 and np.isnan(r.contrast.p_value) and np.isnan(r.mde) for r in rows)
-    main = render.to_markdown(tables.main_table(small, rows))
+    main = formats.to_markdown(headline.main_table(small))
     assert "n=2: too few seeds for an interval" in main and "[" not in main.split("|---|")[1]
     assert "*" not in main.split("|---|")[1]
 
 
 def test_main_table_bolds_and_marks_only_what_is_significant_after_holm(data):
-    main = tables.main_table(data, cx.headline_contrasts(data))
-    text = render.to_markdown(main)
+    main = headline.main_table(data)
+    text = formats.to_markdown(main)
     better = next(line for line in text.splitlines() if line.startswith("| better"))
     noise = next(line for line in text.splitlines() if line.startswith("| noise"))
     assert "**0.100 [" in better and "]** *" in better
     assert "**" not in noise and " *" not in noise
     assert text.count("**") == 2 + 2  # the caption's bold pair and one bold contrast cell
-    tex = render.to_latex(main)
+    tex = formats.to_latex(main)
     assert tex.count(r"\textbf{") == 1 and "$^*$" in tex
 
 
@@ -144,7 +147,7 @@ def test_configuration_table_shows_what_each_arm_changes_and_its_compute():
         ("dapo", "m", s, {**final(0.5), "budget/generated_tokens": {10: 15_000}}) for s in range(4)
     ]
     data = study_data(rs, algorithms=ALGOS, reference="grpo")
-    rows = {r["arm"]: r for r in tables.config_table(data).rows}
+    rows = {r["arm"]: r for r in headline.config_table(data).rows}
     assert rows["grpo"]["differs from reference"] == "(reference)"
     dapo = rows["dapo"]
     assert "clip_high=0.28" in dapo["differs from reference"]
@@ -157,18 +160,12 @@ def test_configuration_table_shows_what_each_arm_changes_and_its_compute():
 
 
 def test_findings_state_effects_with_intervals_and_non_effects_with_their_mde(data):
-    found = fd.findings(data, cx.headline_contrasts(data), [], [], _no_claims())
+    found = fd.findings(data, cx.headline_contrasts(data), [], [], [])
     significant = found["Significant after Holm"]
     assert len(significant) == 1 and significant[0].startswith("better vs grpo")
     assert "Δ pass@1 = +0.100 [" in significant[0] and "4 seeds" in significant[0]
     (rest,) = found["Not significant or not testable"]
     assert "noise vs grpo" in rest and "smallest effect detectable at 80% power" in rest
-
-
-def _no_claims():
-    import pandas as pd
-
-    return pd.DataFrame(columns=["id", "statement", "verdict", "p_holm", "n"])
 
 
 def test_aa_replicate_is_compared_by_welch_and_a_difference_is_a_calibration_failure():
@@ -185,7 +182,7 @@ def test_aa_replicate_is_compared_by_welch_and_a_difference_is_a_calibration_fai
     bad = study_data(shifted, algorithms=ALGOS, reference="grpo", replicates={"grpo_again": "grpo"})
     (row,) = cx.replicate_contrasts(bad)
     assert row.significant and "CALIBRATION FAILURE" in fd.aa_sentences([row])[0]
-    assert tables.aa_table([row]).rows[0]["check"] == "CALIBRATION FAILURE"
+    assert headline.aa_table(bad).rows[0]["check"] == "CALIBRATION FAILURE"
 
 
 @pytest.mark.parametrize(
@@ -200,7 +197,7 @@ def test_aa_replicate_is_compared_by_welch_and_a_difference_is_a_calibration_fai
     ],
 )
 def test_numbers_never_print_as_a_bare_zero(x, text):
-    assert render._num(x) == text
+    assert formats._num(x) == text
 
 
 def test_whole_report_tables_from_memory(data):
@@ -214,27 +211,27 @@ def test_whole_report_tables_from_memory(data):
 def test_curve_bands_are_the_t_interval_clipped_to_the_measure_range_and_need_three_seeds():
     import pandas as pd
 
-    from ablate.report.figures import _band
+    from ablate.report.render.figures import _band
 
     wide = pd.DataFrame({0: [0.90, 0.2], 1: [0.99, 0.3], 2: [0.97, None]}, index=[10, 20])
     mean, low, high = _band(wide, (0.0, 1.0))
-    t = stats.t_interval(np.array([0.90, 0.99, 0.97]))
+    t = inference.t_interval(np.array([0.90, 0.99, 0.97]))
     assert mean[0] == pytest.approx(t.value) and low[0] == pytest.approx(t.low)
     assert t.high > 1 and high[0] == 1.0  # clipped to the range of pass@1
     assert np.isnan(low[1]) and np.isnan(high[1])  # step 20 has 2 seeds: no band
 
 
 def test_pass_intervals_are_clipped_to_0_1_and_small_n_is_compact_in_secondary_tables():
-    from ablate.report import secondary
+    from ablate.report.render import secondary
 
     high = [0.90, 0.99, 0.97]
     rs = [("grpo", "m", s, final(high[s])) for s in range(3)]
     rs += [("better", "m", s, final(0.5)) for s in range(2)]
     data = study_data(rs, algorithms=ALGOS, reference="grpo")
-    main = tables.main_table(data, cx.headline_contrasts(data))
+    main = headline.main_table(data)
     grpo = main.rows[0]["pass@1"]
-    assert stats.t_interval(np.array(high)).high > 1 and grpo.high == 1.0
-    measures = render.to_markdown(secondary.measures_table(data))
+    assert inference.t_interval(np.array(high)).high > 1 and grpo.high == 1.0
+    measures = formats.to_markdown(secondary.measures_table(data))
     better = next(line for line in measures.splitlines() if line.startswith("| better"))
     assert "(n=2)" in better and "too few" not in better
     assert "(n=k): only k < 3 seeds, too few for an interval" in measures
@@ -243,9 +240,9 @@ def test_pass_intervals_are_clipped_to_0_1_and_small_n_is_compact_in_secondary_t
 def test_tiny_p_values_keep_their_digits_and_zero_signal_prints_as_zero():
     import pandas as pd
 
-    from ablate.report import secondary
+    from ablate.report.render import secondary
 
-    assert render._num(1.1e-94) == "1.1e-94"
+    assert formats._num(1.1e-94) == "1.1e-94"
     passk = pd.DataFrame(
         dict(
             model="m",
@@ -262,4 +259,31 @@ def test_tiny_p_values_keep_their_digits_and_zero_signal_prints_as_zero():
     )
     data = study_data([], algorithms=ALGOS, reference="grpo", passk=passk)
     row = secondary.base_table(data).rows[0]
-    assert render._text(row["signal"]) == "0.000"
+    assert formats._text(row["signal"]) == "0.000"
+
+
+def test_the_tables_registry_declares_each_table_once_in_the_reports_order(data):
+    from ablate.report.data.table import Table, TableSpec
+    from ablate.report.render.tables import TABLES, _registry
+
+    assert [s.name for s in TABLES] == [
+        "configuration",
+        "main",
+        "compute_curves",
+        "compute_curve_contrasts",
+        "equal_tokens",
+        "aa",
+        "survival",
+        "incomplete",
+        "measures",
+        "claims",
+        "analytic",
+        "dynamics",
+        "base",
+        "templates",
+    ]
+    with pytest.raises(ValueError, match="same name: \\['configuration'\\]"):
+        _registry(TABLES, (dataclasses.replace(TABLES[0], order=1),))
+    extra = TableSpec(name="x", build=lambda d: Table("X.", [{"a": 1}]), order=1, heading="X")
+    table = extra.make(data)
+    assert (table.name, table.title, table.rows) == ("x", "X", [{"a": 1}])

@@ -1,23 +1,49 @@
-"""The Tricks-or-Traps claims on in-memory studies with known effects."""
+"""The Tricks-or-Traps findings, declared by `studies/tricks_or_traps*.py`, tested as claims on
+in-memory studies with known effects; the reproduction's table and page."""
 
 from __future__ import annotations
 
 import dataclasses
+import warnings
+from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from ablate.algorithms import Algorithm
-from ablate.report import claim_rules as rules
-from ablate.report.tricks import FINDINGS, NO_EFFECT_MARGIN, claims_table, tricks_claims
+from ablate.report.claims import rules
+from ablate.report.claims.paper import finding_claims
+from ablate.report.render import formats
+from ablate.report.render.claim_tables import findings_table
+from ablate.report.render.reproduction import with_results, write_reproduction
+from ablate.study import load_study
 from ablate.testing import study_data
 
+STUDIES = Path(__file__).resolve().parents[1] / "studies"
+TRICKS = [
+    "tricks_or_traps",
+    "tricks_or_traps_hard",
+    "tricks_or_traps_short",
+    "tricks_or_traps_long",
+    "tricks_or_traps_length",
+]
 GRPO4 = Algorithm(minibatches=4, kl_coef=0.0)
 ARMS = {
     "grpo4": GRPO4,
     "no_std": dataclasses.replace(GRPO4, scale="none"),
     "clip_higher": dataclasses.replace(GRPO4, clip_high=0.28),
 }
+
+
+def load(name: str):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return load_study(STUDIES / f"{name}.py")
+
+
+#: The reproduction's findings as `make tricks` gathers them: each study's, in study order.
+FINDINGS = [f for name in TRICKS for f in load(name).findings]
 
 
 def _study(effects: dict[str, float], model="rl_ready", seeds=5, noise=0.01, seed=0):
@@ -35,6 +61,10 @@ def _study(effects: dict[str, float], model="rl_ready", seeds=5, noise=0.01, see
             }
             runs.append((arm, model, s, curves))
     return study_data(runs, algorithms=ARMS, reference="grpo4")
+
+
+def tricks_claims(studies):
+    return finding_claims(FINDINGS, studies)
 
 
 def _claim(claims, finding_id):
@@ -59,8 +89,8 @@ def test_the_opposite_direction_is_contradicted():
 def test_no_effect_findings_need_the_whole_interval_inside_the_margin():
     tiny = tricks_claims({"tricks_or_traps": _study({}, noise=0.002)})
     c = _claim(tiny, "clip_higher_base")
-    assert c.verdict == rules.SUPPORTED
-    assert c.low >= -NO_EFFECT_MARGIN and c.high <= NO_EFFECT_MARGIN
+    assert c.margin == 0.03 and c.verdict == rules.SUPPORTED
+    assert c.low >= -c.margin and c.high <= c.margin
     assert "policy/clip_frac_high: 0.004 vs 0.002" in c.note
     big = tricks_claims({"tricks_or_traps": _study({"clip_higher": 0.15})})
     assert _claim(big, "clip_higher_base").verdict == rules.CONTRADICTED
@@ -74,6 +104,135 @@ def test_missing_studies_and_arms_are_reported_not_guessed():
     assert "no results" in _claim(claims, "std_hard").note
     # the aligned rung was not run in this study: no seeds to compare
     assert _claim(claims, "clip_higher_aligned").verdict == rules.NOT_TESTABLE
-    table = claims_table(claims)
-    assert list(table["finding"]) == [f.id for f in FINDINGS]
-    assert table.loc[table["finding"] == "std_easy", "verdict"].item() == rules.SUPPORTED
+    table = findings_table(claims)
+    assert [r["finding"] for r in table.rows] == [f.id for f in FINDINGS]
+    assert next(r for r in table.rows if r["finding"] == "std_easy")["verdict"] == rules.SUPPORTED
+
+
+# --- the table as tools/tricks_report.py wrote it before findings became data ---------------
+#: study -> {(arm, model): Δ final pass@1}; tricks_or_traps_long has no results
+EFFECTS = {
+    "tricks_or_traps": {
+        ("no_std", "rl_ready"): 0.08,
+        ("batch_std", "rl_ready"): -0.05,
+        ("clip_higher", "aligned"): 0.0,
+        ("token_agg", "aligned"): -0.06,
+        ("lite_ppo", "rl_ready"): 0.02,
+        ("dapo4", "rl_ready"): 0.01,
+    },
+    "tricks_or_traps_hard": {("no_std", "rl_ready"): -0.07, ("lite_ppo", "rl_ready"): 0.03},
+    "tricks_or_traps_short": {("overlong_filter", "rl_ready"): 0.04},
+    "tricks_or_traps_length": {},
+}
+#: What `tools/tricks_report.py` (ablate/report/tricks.py at 8356644) wrote for `_reproduction()`:
+#: finding, Δ [95% CI], seeds, p (Holm), verdict, mechanism (arm vs reference).
+BEFORE = [
+    ("std_easy", "+0.085 [+0.076, +0.094]", 5, "0.000142", "supported",
+     "policy/grad_norm: 1.099 vs 1.002"),
+    ("std_hard", "-0.071 [-0.081, -0.061]", 5, "0.000422", "supported",
+     "policy/grad_norm: 1.131 vs 0.9945"),
+    ("batch_std_easy", "-0.048 [-0.064, -0.031]", 5, "0.0109", "contradicted",
+     "policy/grad_norm: 1.187 vs 1.002"),
+    ("batch_std_hard", "+0.001 [-0.011, +0.013]", 5, "1", "inconclusive",
+     "policy/grad_norm: 1.197 vs 0.9945"),
+    ("clip_higher_aligned", "-0.014 [-0.022, -0.006]", 5, "0.0418", "contradicted",
+     "policy/clip_frac_high: 0.003988 vs 0.0009707"),
+    ("clip_higher_base", "+0.008 [-0.004, +0.020]", 5, "—", "supported",
+     "policy/clip_frac_high: 0.003978 vs 0.001013"),
+    ("token_agg_base", "-0.004 [-0.017, +0.010]", 5, "1", "inconclusive",
+     "length/incorrect_mean: 41 vs 29.97"),
+    ("token_agg_aligned", "-0.061 [-0.072, -0.050]", 5, "0.00093", "supported",
+     "length/incorrect_mean: 41.06 vs 30.01"),
+    ("overlong_short", "+0.030 [+0.014, +0.046]", 5, "0.0415", "supported",
+     "length/truncation_rate: 0.2092 vs 0.1987"),
+    ("overlong_long", "—", 0, "—", "not tested",
+     "study tricks_or_traps_long has no results"),
+    ("lite_ppo_vs_grpo", "+0.026 [+0.009, +0.042]", 5, "0.0529", "inconclusive",
+     "policy/entropy: 0.1503 vs 0.09952"),
+    ("lite_ppo_vs_dapo", "+0.008 [-0.018, +0.034]", 5, "1", "inconclusive",
+     "policy/entropy: 0.1503 vs 0.1602"),
+    ("lite_ppo_vs_grpo_hard", "+0.028 [+0.017, +0.038]", 5, "0.0123", "supported",
+     "policy/entropy: 0.1296 vs 0.1002"),
+    ("length_bias", "-3.328 [-3.574, -3.082]", 5, "3.59e-05", "contradicted",
+     "length/self_check_rate_incorrect: 0.2005 vs 0.2126"),
+]  # fmt: skip
+
+
+def _results_of(name: str, seed: int):
+    """The study's planned cells with a known effect per arm; its own arms' algorithms."""
+    study = load(name)
+    algos = {a.name: a.algorithm for a in study.arms}
+    rng = np.random.default_rng(seed)
+    cells = sorted({(t.arm, t.spec.model, t.spec.seed) for t in study.trials()}, key=str)
+    seed_effect = {s: rng.normal(0, 0.04) for s in study.seeds}
+    runs = []
+    for arm, model, s in cells:
+        effect = EFFECTS[name].get((arm, model), 0.0)
+        final = 0.5 + seed_effect[s] + effect + rng.normal(0, 0.01)
+        i = list(algos).index(arm)
+        curves = {
+            "eval/pass_at_1": {0: 0.45, 40: final},
+            "policy/grad_norm": list(1.0 + 0.1 * i + rng.normal(0, 0.05, 4)),
+            "policy/clip_frac_high": list(0.001 * (i + 1) + rng.normal(0, 1e-4, 4)),
+            "policy/entropy": list(0.1 + 0.01 * i + rng.normal(0, 0.002, 4)),
+            "length/incorrect_mean": list(
+                30 + 2 * i + np.arange(4) * (0.5 * i) + rng.normal(0, 0.2, 4)
+            ),
+            "length/truncation_rate": list(0.2 + 0.01 * i + rng.normal(0, 0.01, 4)),
+            "length/self_check_rate_incorrect": list(0.2 + 0.01 * i + rng.normal(0, 0.01, 4)),
+        }
+        runs.append((arm, model, s, curves))
+    data = study_data(runs, algorithms=algos, reference=study.reference_arm)
+    return dataclasses.replace(data, name=name)
+
+
+def _reproduction() -> dict:
+    return {name: _results_of(name, k) for k, name in enumerate(EFFECTS)}
+
+
+def test_the_findings_table_is_the_one_tricks_report_wrote_for_the_same_data():
+    table = findings_table(finding_claims(FINDINGS, _reproduction()))
+    assert table.columns == [
+        "finding",
+        "paper",
+        "tested here",
+        "Δ [95% CI]",
+        "seeds",
+        "p (Holm)",
+        "verdict",
+        "mechanism (arm vs reference)",
+    ]
+    got = {r["finding"]: tuple(r[c] for c in table.columns[3:]) for r in table.rows}
+    assert got == {row[0]: row[1:] for row in BEFORE}
+    paper = {r["finding"]: r["paper"] for r in table.rows}
+    assert paper["clip_higher_base"].startswith("Takeaway 4: on base models clip-higher")
+
+
+def test_a_reproduction_writes_its_claims_table_and_page_beside_the_study_reports(tmp_path):
+    studies = _reproduction()
+    studies["tricks_or_traps_long"] = None  # given, but never run
+    studies["tricks_or_traps_short"] = dataclasses.replace(
+        studies["tricks_or_traps_short"],
+        trials=studies["tricks_or_traps_short"].trials.assign(complete=False),
+    )  # ran, but no trial finished: no results either
+    assert with_results(studies)["tricks_or_traps_short"] is None
+    folder = write_reproduction(FINDINGS, studies, tmp_path)
+    csv = pd.read_csv(folder / "tables" / "claims.csv").set_index("finding")
+    assert list(csv.index) == [f.id for f in FINDINGS]
+    assert csv.loc["std_easy", "verdict"] == "supported"
+    for name in ("overlong_short", "overlong_long"):
+        assert (
+            csv.loc[name, "verdict"] == "not tested"
+            and "has no results" in csv.loc[name, "mechanism (arm vs reference)"]
+        )
+    tex = (folder / "tables" / "claims.tex").read_text()
+    assert tex.isascii() and r"\begin{tabular}" in tex
+    md = (folder / "report.md").read_text()
+    assert md.startswith("# Reproduction: tricks_or_traps, tricks_or_traps_hard")
+    assert "[tricks_or_traps_hard](tricks_or_traps_hard/report.md)" in md
+    assert "(tricks_or_traps_long/report.md)" not in md  # no report was written for it
+    assert "std_easy (no std − group std" in md and "## claims" in md
+    assert "Studies without results: tricks_or_traps_short, tricks_or_traps_long." in md
+    html = (folder / "report.html").read_text()
+    assert "<a href='tricks_or_traps/report.html'>" in html and "<table>" in html
+    assert formats.to_markdown(findings_table([])).endswith("(none)\n")

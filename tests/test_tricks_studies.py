@@ -1,7 +1,10 @@
-"""The Tricks-or-Traps studies load, share one schedule, and run every arm pair a finding needs."""
+"""The Tricks-or-Traps studies load, share one schedule, declare the paper's findings they test,
+and run every arm pair a finding needs."""
 
 from __future__ import annotations
 
+import importlib
+import sys
 import warnings
 from pathlib import Path
 
@@ -9,10 +12,16 @@ import pytest
 
 from ablate.confounds import differing_fields
 from ablate.errors import StudyWarning
-from ablate.report.tricks import FINDINGS
 from ablate.study import load_study
 
 STUDIES = Path(__file__).resolve().parents[1] / "studies"
+TRICKS = [
+    "tricks_or_traps",
+    "tricks_or_traps_hard",
+    "tricks_or_traps_short",
+    "tricks_or_traps_long",
+    "tricks_or_traps_length",
+]
 #: the factor each single-technique finding isolates (the recipes differ in several)
 FACTORS = {
     "no_std": {"scale"},
@@ -30,7 +39,22 @@ def _load(name: str):
         return load_study(STUDIES / f"{name}.py")
 
 
-@pytest.mark.parametrize("finding", FINDINGS, ids=lambda f: f.id)
+def _paper_findings():
+    """The paper's findings as studies/tricks_or_traps.py declares them, in the paper's order."""
+    sys.path.insert(0, str(STUDIES))
+    try:
+        return importlib.import_module("tricks_or_traps").FINDINGS
+    finally:
+        sys.path.remove(str(STUDIES))
+
+
+def test_every_finding_of_the_paper_is_declared_by_the_study_it_names():
+    declared = [f for name in TRICKS for f in _load(name).findings]
+    assert sorted(f.id for f in declared) == sorted(f.id for f in _paper_findings())
+    assert len(declared) == 14 and all(f in _load(f.study).findings for f in declared)
+
+
+@pytest.mark.parametrize("finding", _paper_findings(), ids=lambda f: f.id)
 def test_each_finding_has_its_pair_on_its_rung_with_five_seeds(finding):
     study = _load(finding.study)
     cells = {(t.arm, t.spec.model, t.spec.seed) for t in study.trials()}

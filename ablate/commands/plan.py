@@ -25,7 +25,7 @@ def plan(
     from rich.table import Table
 
     from ablate.errors import ConfigError
-    from ablate.report.plan import pilot_values, plan_rows, recommendation
+    from ablate.report.stats.plan import pilot_values, plan_rows, recommendation
     from ablate.study import load_study
 
     if effect < 0 or effect > 1:

@@ -1,4 +1,5 @@
-"""`ablate report STUDY`: statistics, claims, tables and figures of a study, read from MLflow."""
+"""`ablate report STUDY...`: statistics, claims, tables and figures of a study, read from
+MLflow; of several studies, each one's report and their paper findings tested together."""
 
 from __future__ import annotations
 
@@ -12,23 +13,84 @@ def register(app: typer.Typer) -> None:
 
 
 def report(
-    study: Path = typer.Argument(..., help="study file (studies/x.py) or module (studies.x)"),
+    studies: list[Path] = typer.Argument(
+        ..., help="study files (studies/x.py) or modules (studies.x); several: a reproduction"
+    ),
     results: Path = typer.Option(Path("results"), help="results folder holding mlflow.db"),
     out: Path = typer.Option(Path("reports"), help="reports are written to OUT/<study>/"),
     tracking_uri: str | None = typer.Option(None, help="MLflow URI (default: RESULTS/mlflow.db)"),
 ) -> None:
-    """Write reports/<study>/ (report.md, report.html, tables/, figures/) and attach it to the
-    study's MLflow run."""
+    """Write reports/<study>/ (report.md, report.html, tables/, figures/) for each study and
+    attach it to the study's MLflow run. When the studies declare a paper's findings
+    (`Study(findings=...)`), test them together on the studies' results and write the
+    reproduction beside them: OUT/report.md, OUT/report.html, OUT/tables/claims.*. Among
+    several studies, one without runs is skipped and its findings reported as untested."""
     from rich.console import Console
 
-    from ablate.report.build import build_report
+    from ablate.errors import StudyError
+    from ablate.report.render.build import report_study
+    from ablate.report.render.reproduction import write_reproduction
+
+    console = Console()
+    loaded = _load_all(studies)
+    data = {}
+    for path, study in loaded.items():
+        uri = _checked_uri(results, study.name, path, tracking_uri, alone=len(loaded) == 1)
+        if uri is None:
+            data[study.name] = None
+            continue
+        data[study.name] = report_study(study, results, out, uri)
+        folder = out / study.name
+        console.print(f"report written to {folder / 'report.md'} and {folder / 'report.html'}")
+    if all(d is None for d in data.values()):
+        raise StudyError(f"no study has a finished run in {results}: run them first")
+    findings = [f for study in loaded.values() for f in study.findings]
+    if findings:
+        folder = write_reproduction(findings, data, out)
+        console.print(f"reproduction ({len(findings)} findings) written to {folder / 'report.md'}")
+
+
+def _load_all(paths: list[Path]) -> dict:
+    """path -> Study; studies named twice, or a finding id declared by two of them, are an
+    error: each study and finding is one row of a reproduction."""
+    from ablate.errors import StudyError
     from ablate.study import load_study
 
-    loaded = load_study(study)
-    uri = tracking_uri or _existing_database(results, loaded.name, study)
-    _require_finished_runs(uri, loaded.name, study)
-    folder = build_report(loaded, results, out, uri)
-    Console().print(f"report written to {folder / 'report.md'} and {folder / 'report.html'}")
+    loaded = {path: load_study(path) for path in paths}
+    names = [study.name for study in loaded.values()]
+    twice = next((name for name in names if names.count(name) > 1), None)
+    if twice is not None:
+        raise StudyError(f"study {twice!r} is given twice")
+    declared: dict[str, str] = {}
+    for study in loaded.values():
+        for f in study.findings:
+            if f.id in declared:
+                raise StudyError(
+                    f"finding {f.id!r} is declared by studies {declared[f.id]!r} and "
+                    f"{study.name!r}: give one of them another id"
+                )
+            declared[f.id] = study.name
+    return loaded
+
+
+def _checked_uri(
+    results: Path, name: str, study: Path, tracking_uri: str | None, *, alone: bool
+) -> str | None:
+    """The study's store, checked to hold a finished run of it; among several studies, one
+    that has none is skipped (None) and said so, unless no study has any."""
+    from rich.console import Console
+
+    from ablate.errors import StudyError
+
+    try:
+        uri = tracking_uri or _existing_database(results, name, study)
+        _require_finished_runs(uri, name, study)
+    except StudyError as exc:
+        if alone:
+            raise
+        Console(stderr=True).print(f"skipped: {exc}", markup=False)
+        return None
+    return uri
 
 
 def _existing_database(results: Path, name: str, study: Path) -> str:

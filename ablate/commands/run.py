@@ -48,7 +48,7 @@ def run(
 def write_report(study, results: str, out: str, tracking_uri: str | None) -> None:
     from rich.console import Console
 
-    from ablate.report.build import build_report
+    from ablate.report.render.build import build_report
 
     folder = build_report(study, results, out, tracking_uri)
     Console().print(f"report: {folder / 'report.md'}  and  {folder / 'report.html'}")

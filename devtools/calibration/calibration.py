@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from ablate.errors import ConfigError
-from ablate.report import stats
+from ablate.report.stats import inference as stats
 from devtools.calibration.simulate import StudyModel, sigma_for_seed_sd, simulate
 
 SEEDS = (3, 5, 10)

@@ -18,9 +18,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from ablate.report.curvecheck import at_ceiling
-from ablate.report.curvefit import fit_sigmoid, fit_to_target, sigmoid
-from ablate.report.curves import (
+from ablate.report.curves.analysis import (
     UNIDENTIFIED,
     ArmCurves,
     TrialCurve,
@@ -29,7 +27,9 @@ from ablate.report.curves import (
     seed_interval,
     window,
 )
-from ablate.report.stats import ALPHA
+from ablate.report.curves.check import at_ceiling
+from ablate.report.curves.fit import fit_sigmoid, fit_to_target, sigmoid
+from ablate.report.stats.inference import ALPHA
 from ablate.spec import CurveSpec
 
 

@@ -1,11 +1,11 @@
-"""Per-trial numbers read off the tidy frames of `load.StudyData` (pure pandas, no MLflow)."""
+"""Per-trial numbers read off the tidy frames of `data.load.StudyData` (pure pandas, no MLflow)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
 
-from ablate.report.load import StudyData
+from ablate.report.data.load import StudyData
 
 
 def curve(history: pd.DataFrame, metric: str) -> pd.DataFrame:
@@ -148,3 +148,37 @@ def tokens_per_step(data: StudyData) -> pd.Series:
     tokens = curve(data.history, "budget/generated_tokens")
     last = tokens.groupby("trial_id").last()
     return (last["value"] / last["step"].clip(lower=1)).astype(float)
+
+
+# --- base-model values and RL gains (claims 4 and 6, the gain figure) -------------------------
+def base_value(data: StudyData, k: int) -> pd.Series:
+    """trial_id -> base pass@k: the trial's own step-0 eval when it has one, else passk.csv."""
+    first = data.history[data.history["metric"] == f"eval/pass_at_{k}"]
+    first = first[first["step"] == 0].set_index("trial_id")["value"]
+    out = pd.Series(np.nan, index=data.trials["trial_id"].to_numpy())
+    out.loc[first.index.intersection(out.index)] = first
+    p = data.passk
+    if len(p):
+        p = p[p["k"] == k].set_index(["model", "template"])["pass_at_k"]
+        for _, t in data.trials.iterrows():
+            if np.isnan(out[t["trial_id"]]) and (t["model"], t["template"]) in p.index:
+                out[t["trial_id"]] = p[(t["model"], t["template"])]
+    return out
+
+
+def base_pass_at_g(data: StudyData) -> pd.Series:
+    """trial_id -> base Pass@G, passk.csv (the Pass@G phase) first, else step-0 eval."""
+    g, out = data.group_size, pd.Series(np.nan, index=data.trials["trial_id"].to_numpy())
+    p = data.passk
+    if len(p) and g in set(p["k"]):
+        table = p[p["k"] == g].set_index(["model", "template"])["pass_at_k"]
+        for _, t in data.trials.iterrows():
+            out[t["trial_id"]] = table.get((t["model"], t["template"]), np.nan)
+    return out.fillna(base_value(data, g)) if g else out
+
+
+def gains(data: StudyData, k: int) -> pd.Series:
+    """trial_id -> final eval pass@k − base pass@k (complete trials)."""
+    final = final_value(data.history, f"eval/pass_at_{k}")
+    ids = data.complete()["trial_id"]
+    return (final.reindex(ids) - base_value(data, k).reindex(ids)).dropna()

@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import math
 
-import pandas as pd
-
 from ablate import confounds
-from ablate.report import contrasts as cx
-from ablate.report import measures as m
-from ablate.report import stats
-from ablate.report.load import StudyData
+from ablate.report.claims.rules import CONTRADICTED, SUPPORTED, Claim
+from ablate.report.data.load import StudyData
+from ablate.report.stats import contrasts as cx
+from ablate.report.stats import inference
+from ablate.report.stats import measures as m
 
 TOKEN_RATIO_FLAG = 1.1  # an arm generating >10% more tokens per step than the reference
 
@@ -22,17 +21,17 @@ def _f(x: float) -> str:
     return f"{x:+.1e}" if x != 0 and abs(x) < 1e-3 else f"{x:+.3f}"
 
 
-def _interval(e: stats.Estimate) -> str:
+def _interval(e: inference.Estimate) -> str:
     return f"[{_f(e.low)}, {_f(e.high)}]" if math.isfinite(e.low) else ""
 
 
 def contrast_sentence(r: cx.ContrastRow) -> str:
     c, where = r.contrast, f"{r.arm} vs {r.reference} ({r.cell}, {r.kind})"
     d = c.diff
-    if r.n < stats.MIN_SEEDS:
+    if r.n < inference.MIN_SEEDS:
         return (
             f"{where}: Δ pass@1 = {_f(d.value)} over n={r.n} seeds: too few seeds for an "
-            f"interval or a test (needs {stats.MIN_SEEDS})."
+            f"interval or a test (needs {inference.MIN_SEEDS})."
         )
     head = f"{where}: Δ pass@1 = {_f(d.value)} {_interval(d)}, {r.n} seeds, {c.test}"
     if r.significant:
@@ -126,7 +125,7 @@ def aa_sentences(rows: list[cx.ContrastRow]) -> list[str]:
     out = []
     for r in rows:
         d = r.contrast.diff
-        if r.n < stats.MIN_SEEDS:
+        if r.n < inference.MIN_SEEDS:
             out.append(f"A/A check {r.arm} vs {r.reference}: too few seeds (n={r.n}).")
         elif r.significant:
             out.append(
@@ -142,14 +141,31 @@ def aa_sentences(rows: list[cx.ContrastRow]) -> list[str]:
     return out
 
 
-def claim_sentences(claims: pd.DataFrame) -> list[str]:
+def claim_sentences(claims: list[Claim]) -> list[str]:
+    return [
+        f"Claim {c.id} ({c.statement}) is {c.verdict} (Holm p = {c.p_holm:.3g}, N = {int(c.n)})."
+        for c in claims
+        if c.verdict in (SUPPORTED, CONTRADICTED)
+    ]
+
+
+def finding_sentences(claims: list[Claim]) -> list[str]:
+    """A reproduction's findings that were decided, supported or contradicted, with the
+    interval and the test that decided them."""
     out = []
-    for _, c in claims.iterrows():
-        if c["verdict"] in ("supported", "contradicted"):
-            out.append(
-                f"Claim {c['id']} ({c['statement']}) is {c['verdict']} (Holm p = "
-                f"{c['p_holm']:.3g}, N = {int(c['n'])})."
-            )
+    for c in claims:
+        if c.verdict not in (SUPPORTED, CONTRADICTED):
+            continue
+        if c.margin is None:
+            test = f"Holm p = {c.p_holm:.3g}"
+        elif c.verdict == SUPPORTED:
+            test = f"the interval lies within ±{c.margin:g}"
+        else:
+            test = f"p = {c.p_value:.3g}, a difference where the paper finds none"
+        out.append(
+            f"{c.id} ({c.statement}) is {c.verdict}: Δ = {_f(c.value)} "
+            f"[{_f(c.low)}, {_f(c.high)}] over {c.n} seeds, {test}."
+        )
     return out
 
 
@@ -158,7 +174,7 @@ def findings(
     steps: list[cx.ContrastRow],
     tokens: list[cx.ContrastRow],
     aa: list[cx.ContrastRow],
-    claims: pd.DataFrame,
+    claims: list[Claim],
 ) -> dict[str, list[str]]:
     """Sections of sentences, in reading order; empty sections are dropped by the caller."""
     significant = [contrast_sentence(r) for r in steps if r.significant]

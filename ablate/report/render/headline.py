@@ -1,41 +1,25 @@
-"""The report's headline tables, built once as rows of `Estimate`s and plain values, then written
-as Markdown, LaTeX and CSV by `render`.
+"""The report's headline tables: the arms' configuration, final pass@1 with its contrasts, the
+contrasts at equal generated tokens, the A/A checks and survivorship. Built once as rows of
+`Estimate`s and plain values, written as Markdown, LaTeX and CSV by `formats`.
 
 Seed-level numbers: a mean over seeds with a Student-t 95% interval (calibrated by simulation in
-the test suite); below `stats.MIN_SEEDS` seeds a mean only. N is given once per row. Nothing is
+the test suite); below `inference.MIN_SEEDS` seeds a mean only. N is given once per row. Nothing is
 bolded except a contrast that is significant after Holm.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
 
 from ablate import confounds
-from ablate.report import contrasts as cx
-from ablate.report import measures as m
-from ablate.report import stats
-from ablate.report.load import StudyData
-
-SIGNIFICANT = "_significant"  # row key (not a column): bold the contrast cell, mark it *
-
-
-@dataclass
-class Table:
-    name: str
-    caption: str
-    rows: list[dict]
-    marks: dict[str, str] = field(default_factory=dict)
-    contrast_column: str = ""
-    compact: bool = False  # under MIN_SEEDS seeds: "(n=2)", explained once under the table
-
-    @property
-    def columns(self) -> list[str]:
-        return [c for c in self.rows[0] if not c.startswith("_")] if self.rows else []
-
+from ablate.report.data.load import StudyData
+from ablate.report.data.table import SIGNIFICANT, Table, TableSpec
+from ablate.report.stats import contrasts as cx
+from ablate.report.stats import inference
+from ablate.report.stats import measures as m
 
 UNIT = (0.0, 1.0)  # the range of pass@k: its intervals are clipped there
 
@@ -47,11 +31,11 @@ def seed_estimate(
     *,
     headline: bool = False,
     bounds: tuple[float, float] | None = None,
-) -> stats.Estimate:
+) -> inference.Estimate:
     """Mean over the cell's seeds with its t interval (none below MIN_SEEDS), clipped to the
     measure's range `bounds` (which cannot lose coverage: the truth lies inside it)."""
     series = m.by_seed(data, values, *cell, with_diverged=headline)
-    est = stats.t_interval(series.dropna().to_numpy())
+    est = inference.t_interval(series.dropna().to_numpy())
     if bounds is None or not np.isfinite(est.low):
         return est
     low, high = (float(np.clip(x, *bounds)) for x in (est.low, est.high))
@@ -104,7 +88,7 @@ def config_table(data: StudyData) -> Table:
         "possible cause of its contrast), its update schedule, KL term, dynamic sampling, and "
         "measured generated tokens per RL step (mean over its trials, discarded samples included)."
     )
-    return Table("configuration", caption, rows)
+    return Table(caption, rows)
 
 
 def _diff_text(arm: str, algo, diff: list[str], data: StudyData) -> str:
@@ -135,7 +119,7 @@ def _contrast_cells(row: cx.ContrastRow | None, arm: str, data: StudyData) -> di
 
 
 def _needed_text(row: cx.ContrastRow, effect: float | None) -> str:
-    if row.n < stats.MIN_SEEDS or not finite(row.contrast.sd):
+    if row.n < inference.MIN_SEEDS or not finite(row.contrast.sd):
         return ""
 
     def count(n: int | None) -> str:
@@ -145,9 +129,10 @@ def _needed_text(row: cx.ContrastRow, effect: float | None) -> str:
     return text + (f"; {count(row.seeds_for_effect)} for {effect:g}" if effect else "")
 
 
-def main_table(data: StudyData, rows: list[cx.ContrastRow]) -> Table:
+def main_table(data: StudyData) -> Table:
     """Final eval pass@1 per arm × base model × template, its paired contrast to the reference
     and the power of that contrast."""
+    rows = cx.headline_contrasts(data)
     by_cell = {(r.arm, r.model, r.template): r for r in rows}
     p1 = m.headline(data, m.final_value(data.history, "eval/pass_at_1"))
     out = []
@@ -171,13 +156,13 @@ def main_table(data: StudyData, rows: list[cx.ContrastRow]) -> Table:
         "study's effect of interest). Below 3 seeds: a mean only, no interval, test or mark."
     )
     marks = {"*": f"Holm-adjusted paired t p < 0.05 over the table's {m_family} contrasts"}
-    return Table("main", caption, out, marks, contrast_column="Δ pass@1")
+    return Table(caption, out, marks, contrast_column="Δ pass@1")
 
 
-def compute_table(data: StudyData, rows: list[cx.ContrastRow]) -> Table:
+def compute_table(data: StudyData) -> Table:
     """The headline contrasts at equal generated tokens."""
     out = []
-    for r in rows:
+    for r in cx.token_contrasts(data):
         out.append(
             {
                 "arm": r.arm,
@@ -197,10 +182,11 @@ def compute_table(data: StudyData, rows: list[cx.ContrastRow]) -> Table:
         "reached, paired by seed [95% t interval]; Holm over this table's contrasts."
     )
     marks = {"*": "Holm-adjusted paired t p < 0.05 over this table's contrasts"}
-    return Table("equal_tokens", caption, out, marks, contrast_column="Δ pass@1 @ equal tokens")
+    return Table(caption, out, marks, contrast_column="Δ pass@1 @ equal tokens")
 
 
-def aa_table(rows: list[cx.ContrastRow]) -> Table:
+def aa_table(data: StudyData) -> Table:
+    """Each A/A replicate against the arm it replicates."""
     out = [
         {
             "replicate": r.arm,
@@ -212,14 +198,14 @@ def aa_table(rows: list[cx.ContrastRow]) -> Table:
             "check": "CALIBRATION FAILURE" if r.significant else "passed",
             SIGNIFICANT: r.significant,
         }
-        for r in rows
+        for r in cx.replicate_contrasts(data)
     ]
     caption = (
         "A/A checks: an arm against its replicate (same algorithm, independent seed streams), "
         "Welch's t-test, Holm over these rows. Any significant difference means the pipeline's "
         "error rates are not what the report claims."
     )
-    return Table("aa", caption, out, {"*": "Holm-adjusted Welch p < 0.05"}, "Δ pass@1")
+    return Table(caption, out, {"*": "Holm-adjusted Welch p < 0.05"}, "Δ pass@1")
 
 
 # --- survivorship ----------------------------------------------------------------------------
@@ -244,7 +230,7 @@ def survival_table(data: StudyData) -> Table:
             }
         )
     caption = f"Trials per arm: planned, finished, diverged, failed. Rule: {m.DIVERGED_RULE}."
-    return Table("survival", caption, rows)
+    return Table(caption, rows)
 
 
 def incomplete_table(data: StudyData) -> Table:
@@ -262,8 +248,22 @@ def incomplete_table(data: StudyData) -> Table:
         for r in bad.itertuples()
     ]
     caption = f"Trials that did not finish, with the reason. Rule: {m.DIVERGED_RULE}."
-    return Table("incomplete", caption, rows)
+    return Table(caption, rows)
 
 
 def finite(x: object) -> bool:
     return isinstance(x, float | int | np.floating) and bool(np.isfinite(x))
+
+
+def has_replicates(data: StudyData) -> bool:
+    return bool(cx.replicate_contrasts(data))
+
+
+TABLES = (
+    TableSpec(name="configuration", build=config_table, order=10),
+    TableSpec(name="main", build=main_table, order=20),
+    TableSpec(name="equal_tokens", build=compute_table, order=40),
+    TableSpec(name="aa", build=aa_table, order=50, applies=has_replicates),
+    TableSpec(name="survival", build=survival_table, order=60),
+    TableSpec(name="incomplete", build=incomplete_table, order=70),
+)

@@ -1,5 +1,11 @@
-"""The claims' shared rule: the `Claim` record, the verdict rule, Holm over the claims, and how
-arms and seeds are chosen (pairs differing in the claim's factors only; the seed as the unit)."""
+"""The claims' shared rule, for the tutorial's claims and a paper's findings alike: the `Claim`
+record, the verdict rule, Holm over the claims, and how arms and seeds are chosen (pairs
+differing in the claim's factors only; the seed as the unit).
+
+A claim predicts an effect's sign (`direction` +1 / -1, or 0 for either sign) or, with a
+`margin`, no effect: the latter is supported only when its whole 95% interval lies within
+±margin, contradicted by a significant difference (its raw p: it stays out of the Holm family,
+where adjusting would make a contradiction harder to find), inconclusive otherwise."""
 
 from __future__ import annotations
 
@@ -10,11 +16,11 @@ import numpy as np
 import pandas as pd
 
 from ablate import confounds
-from ablate.report import measures as m
-from ablate.report import stats
-from ablate.report.load import StudyData
+from ablate.report.data.load import StudyData
+from ablate.report.stats import inference
+from ablate.report.stats import measures as m
 
-ALPHA = stats.ALPHA
+ALPHA = inference.ALPHA
 CLIP_BINDS_MIN = 0.02  # upper clip binds on under ~2% of tokens: clip-higher cannot act
 NO_SIGNAL_PASS_AT_G = 0.05  # base Pass@G below this: "no signal to amplify"
 CEILING = 0.95  # claim 6: a base pass@k this high leaves pass@k no room to gain
@@ -41,6 +47,8 @@ class Claim:
     arms: str = ""
     note: str = ""
     direction: int = 1  # the sign the claim predicts; 0 = either direction supports it
+    margin: float | None = None  # a claim of no effect: |Δ| within ±margin
+    source: str = ""  # the published finding it tests, in its paper's words
 
 
 def verdict(value: float, p_adjusted: float, direction: int = 1) -> str:
@@ -51,11 +59,11 @@ def verdict(value: float, p_adjusted: float, direction: int = 1) -> str:
     return SUPPORTED if direction in (0, side) else CONTRADICTED
 
 
-def tested(base: Claim, est: stats.Estimate, p: float, **kw) -> Claim:
+def tested(base: Claim, est: inference.Estimate, p: float, **kw) -> Claim:
     """`base` filled with an estimate and its raw p (its verdict comes after Holm)."""
     out = replace(base, value=est.value, low=est.low, high=est.high, n=est.n, p_value=p, **kw)
-    if est.n < stats.MIN_SEEDS or not math.isfinite(p):
-        why = f"n={est.n}: too few seeds for a test (needs {stats.MIN_SEEDS})"
+    if est.n < inference.MIN_SEEDS or not math.isfinite(p):
+        why = f"n={est.n}: too few seeds for a test (needs {inference.MIN_SEEDS})"
         return replace(out, verdict=NOT_TESTABLE, note="; ".join(filter(None, [out.note, why])))
     return replace(out, verdict=INCONCLUSIVE)
 
@@ -106,11 +114,11 @@ def exact_pair(
     return best, ""
 
 
-def paired(data: StudyData, values: pd.Series, arm: str, ref: str) -> stats.Contrast:
+def paired(data: StudyData, values: pd.Series, arm: str, ref: str) -> inference.Contrast:
     model, template = main_cell(data)
     a = m.by_seed(data, values, arm, model, template)
     b = m.by_seed(data, values, ref, model, template)
-    return stats.paired_contrast(*m.matched(a, b))
+    return inference.paired_contrast(*m.matched(a, b))
 
 
 def pair_claim(base: Claim, data: StudyData, values: pd.Series, pair, note: str = "") -> Claim:
@@ -127,16 +135,30 @@ def seed_means(data: StudyData, per_trial: pd.Series) -> np.ndarray:
 
 def one_sample(base: Claim, values: np.ndarray, **kw) -> Claim:
     values = np.round(values, 12)  # differences of equal floats are 0, not rounding noise
-    c = stats.paired_contrast(values, np.zeros_like(values))
+    c = inference.paired_contrast(values, np.zeros_like(values))
     return tested(base, c.diff, c.p_value, **kw)
 
 
+def no_effect_verdict(c: Claim) -> str:
+    """The verdict of a tested claim of no effect (`c.margin` set), on its raw p-value."""
+    if math.isfinite(c.p_value) and c.p_value < ALPHA:
+        return CONTRADICTED
+    inside = c.low >= -c.margin and c.high <= c.margin
+    return SUPPORTED if inside else INCONCLUSIVE
+
+
 def adjudicate(claims: list[Claim]) -> list[Claim]:
-    """Holm over the claims that were tested, then each one's verdict by the fixed rule."""
-    pending = [i for i, c in enumerate(claims) if c.verdict == INCONCLUSIVE]
-    adjusted = stats.holm([claims[i].p_value for i in pending])
-    out = list(claims)
+    """Each tested claim's verdict: a claim of no effect by its interval against its margin,
+    the others by the fixed rule after Holm over them (one family: the claims of one report)."""
+    out = [
+        replace(c, verdict=no_effect_verdict(c))
+        if c.margin is not None and c.verdict == INCONCLUSIVE
+        else c
+        for c in claims
+    ]
+    pending = [i for i, c in enumerate(out) if c.verdict == INCONCLUSIVE and c.margin is None]
+    adjusted = inference.holm([out[i].p_value for i in pending])
     for i, p in zip(pending, adjusted, strict=True):
-        c = claims[i]
+        c = out[i]
         out[i] = replace(c, p_holm=float(p), verdict=verdict(c.value, float(p), c.direction))
     return out

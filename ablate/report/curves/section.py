@@ -8,10 +8,7 @@ import math
 
 import numpy as np
 
-from ablate.report import stats
-from ablate.report.curvecheck import at_ceiling
-from ablate.report.curvefit import fit_sigmoid, sigmoid
-from ablate.report.curves import (
+from ablate.report.curves.analysis import (
     ArmCurves,
     CurveContrast,
     arm_curves,
@@ -20,8 +17,12 @@ from ablate.report.curves import (
     trial_curves,
     window,
 )
-from ablate.report.load import StudyData
-from ablate.report.tables import Table
+from ablate.report.curves.check import at_ceiling
+from ablate.report.curves.fit import fit_sigmoid, sigmoid
+from ablate.report.data.load import StudyData
+from ablate.report.data.memo import per_study
+from ablate.report.data.table import Table, TableSpec
+from ablate.report.stats import inference
 from ablate.spec import CurveSpec
 
 
@@ -85,7 +86,7 @@ def curves_table(arms: list[ArmCurves], spec: CurveSpec) -> Table:
         "departs from the forecast beyond noise and fit uncertainty (predictive F-test, p < "
         "0.05). No fit: the reason, never a number from a degenerate fit."
     )
-    return Table("compute_curves", caption, [_row(a, spec) for a in arms])
+    return Table(caption, [_row(a, spec) for a in arms])
 
 
 def _verdict(c: CurveContrast) -> str:
@@ -95,13 +96,13 @@ def _verdict(c: CurveContrast) -> str:
         return f"A {'higher' if c.delta_a.diff.value > 0 else 'lower'} than {c.reference}"
     if not c.levelled:
         first = "A not tested: the curves have not levelled off"
-    elif c.delta_a.n < stats.MIN_SEEDS:
+    elif c.delta_a.n < inference.MIN_SEEDS:
         first = f"A not testable: too few seeds with fits of both ({c.delta_a.n})"
     else:
         first = "A within the noise"
     if c.b_ratio is None or not math.isfinite(c.p_b):
         return f"{first}; B not comparable (too few shared-A fits)"
-    if c.p_b < stats.ALPHA:
+    if c.p_b < inference.ALPHA:
         return f"{first}; B {'higher' if c.b_ratio.value > 1 else 'lower'} (shared A)"
     return f"{first}; B within the noise (shared A): no difference found"
 
@@ -135,10 +136,10 @@ def contrast_table(rows: list[CurveContrast]) -> Table:
         "paired by seed where both reached it, geometric mean [95% t interval of the mean log "
         "ratio], paired t on the log ratios, Holm over the arms (the verdict is A's and B's)."
     )
-    return Table("compute_curve_contrasts", caption, out)
+    return Table(caption, out)
 
 
-def _f(e: stats.Estimate, digits: int = 3) -> str:
+def _f(e: inference.Estimate, digits: int = 3) -> str:
     if not math.isfinite(e.low):
         return f"{e.value:.{digits}g} (n={e.n})"
     return f"{e.value:.{digits}g} [{e.low:.{digits}g}, {e.high:.{digits}g}]"
@@ -174,13 +175,35 @@ def _target_words(c: CurveContrast) -> str:
     return f"; compute to the target: {_f(t)}× the reference's ({t.n} seeds{p})"
 
 
-def curve_section(data: StudyData) -> tuple[list[Table], list[str]]:
-    """The tables and sentences of the study's curves ([] without a CurveSpec)."""
-    if data.curves is None:
-        return [], []
+@per_study
+def curve_analysis(data: StudyData) -> tuple[list[ArmCurves], list[CurveContrast]]:
+    """Every arm's fits and the comparison rule's rows (the study must declare its curves)."""
     arms = arm_curves(data, data.curves)
-    rows = contrasts(arms, data.reference_arm, data.curves)
-    return [curves_table(arms, data.curves), contrast_table(rows)], sentences(arms, rows)
+    return arms, contrasts(arms, data.reference_arm, data.curves)
+
+
+def has_curves(data: StudyData) -> bool:
+    return data.curves is not None
+
+
+def curve_sentences(data: StudyData) -> list[str]:
+    """The findings' sentences on the study's curves ([] without a CurveSpec)."""
+    return sentences(*curve_analysis(data)) if has_curves(data) else []
+
+
+def _arms_table(data: StudyData) -> Table:
+    return curves_table(curve_analysis(data)[0], data.curves)
+
+
+def _contrasts_table(data: StudyData) -> Table:
+    return contrast_table(curve_analysis(data)[1])
+
+
+#: After the headline (the curves are a headline too), before the contrasts at equal tokens.
+TABLES = (
+    TableSpec(name="compute_curves", build=_arms_table, order=30, applies=has_curves),
+    TableSpec(name="compute_curve_contrasts", build=_contrasts_table, order=35, applies=has_curves),
+)
 
 
 def draw(data: StudyData, ax) -> bool:
@@ -211,10 +234,10 @@ def _band(ax, curves, color) -> None:
     """Mean and 95% t band over seeds at the compute marks every seed has an eval for."""
     marks = [dict(zip(c.marks, zip(c.c, c.r, strict=True), strict=True)) for c in curves]
     shared = sorted(set.intersection(*(set(k for k in mk if np.isfinite(k)) for mk in marks)))
-    if len(curves) < stats.MIN_SEEDS or len(shared) < 2:
+    if len(curves) < inference.MIN_SEEDS or len(shared) < 2:
         return
     x = [float(np.mean([mk[k][0] for mk in marks])) for k in shared]
-    est = [stats.t_interval([mk[k][1] for mk in marks]) for k in shared]
+    est = [inference.t_interval([mk[k][1] for mk in marks]) for k in shared]
     ax.plot(x, [e.value for e in est], "-", color=color, lw=0.8, alpha=0.7)
     low, high = (np.clip([getattr(e, b) for e in est], 0, 1) for b in ("low", "high"))
     ax.fill_between(x, low, high, color=color, alpha=0.18)
@@ -222,7 +245,7 @@ def _band(ax, curves, color) -> None:
 
 def _fitted(ax, curves, spec: CurveSpec, color, arm: str) -> None:
     """The sigmoid at the seeds' parameters; for an arm that has not levelled off
-    (`curvecheck.at_ceiling`) only over the observed compute, with no asymptote drawn."""
+    (`check.at_ceiling`) only over the observed compute, with no asymptote drawn."""
     windows = [window(c, spec.warmup) for c in curves]
     all_fits = [fit_sigmoid(*w, c.r0) for w, c in zip(windows, curves, strict=True)]
     ceiling = any(at_ceiling(f, w[0]) for f, w in zip(all_fits, windows, strict=True))

@@ -1,6 +1,6 @@
-"""Claims of the GRPO-family papers as testable statements, each with its statistic, N, p-value
-and verdict. Each claim keeps its report ID (1a, 1b, 2 ... 6); its function is named for what it
-tests.
+"""The tutorial's claims of the GRPO-family papers as testable statements, each with its
+statistic, N, p-value and verdict. Each claim keeps its report ID (1b, 2 ... 6; 1a is analytic,
+`claims.analytic`); its function is named for what it tests.
 
 Verdict rule (fixed in advance, the same for every empirical claim): each claim's test gives a
 two-sided p-value; Holm adjusts them over the claims tested in the study; "supported" when the
@@ -8,7 +8,7 @@ adjusted p < 0.05 and the estimate lies in the predicted direction, "contradicte
 < 0.05 in the opposite direction, otherwise "inconclusive". The seed is the unit: per-trial values
 are averaged within a seed before testing, so N counts seeds, never trials. A claim whose arms
 differ in more than the claim's factor(s) is "not tested", naming the extra differences. The
-preset-geometry probe (1a) is analytic: true by construction, reported apart.
+record, the verdict rule and Holm are `claims.rules`, shared with a paper's findings.
 """
 
 from __future__ import annotations
@@ -19,82 +19,27 @@ from dataclasses import replace
 import numpy as np
 import pandas as pd
 
-from ablate.report import claim_rules as r
-from ablate.report import measures as m
-from ablate.report import stats
-from ablate.report.claim_rules import (  # noqa: F401  (the verdict vocabulary, re-exported)
+from ablate.report.claims import rules as r
+from ablate.report.claims.rules import (
     ALPHA,
     CEILING,
     CLIP_BINDS_MIN,
     CONTRADICTED,
     EQUIVALENCE,
     EXACT_PERMUTATIONS_MAX,
-    FAILS,
-    HOLDS,
     INCONCLUSIVE,
     NAN,
     NO_SIGNAL_PASS_AT_G,
     NOT_TESTABLE,
-    NOT_TESTED,
-    SUPPORTED,
     Claim,
     adjudicate,
     exact_pair,
     main_cell,
-    verdict,
 )
-from ablate.report.load import StudyData
-
-
-# --- (1a) analytic ---------------------------------------------------------------------------
-def token_weights(loss_agg: str, norm: int | None, long: int, short: int) -> tuple[float, float]:
-    """d(aggregated loss)/d(per-token loss) on a token of a long and of a short completion in
-    one batch: the weight each aggregation gives a token of each length."""
-    import torch
-
-    from ablate.objective import AGGREGATIONS
-
-    width = max(long, short)
-    mask = torch.zeros(2, width)
-    mask[0, :long], mask[1, :short] = 1.0, 1.0
-    loss = torch.zeros(2, width, requires_grad=True)
-    AGGREGATIONS.get(loss_agg)(loss, mask, norm, torch.arange(2)).backward()
-    return float(loss.grad[0, 0]), float(loss.grad[1, 0])
-
-
-def claim_length_norm_downweights_long_tokens(data: StudyData) -> Claim:
-    """Claim 1a (Liu et al. 2025, Dr. GRPO §3.1, "response-level length bias"): GRPO's 1/|o_i|
-    gives a token of a long completion less weight than one of a short completion; Dr. GRPO's
-    constant weights both alike. Analytic: read off the gradient of each preset's loss
-    aggregation at the study's generation budget, no training."""
-    from ablate.presets import baseline
-
-    budget = data.max_new_tokens or 80
-    long, short = max(2, int(0.75 * budget)), max(1, int(0.375 * budget))
-    ratios = {}
-    for name in ("grpo", "dr_grpo"):
-        algo = baseline(name).resolve(max_new_tokens=budget)
-        w_long, w_short = token_weights(algo.loss_agg, algo.loss_norm_constant, long, short)
-        ratios[name] = w_long / w_short
-    return length_norm_weighting_verdict(ratios["grpo"], ratios["dr_grpo"], long, short)
-
-
-def length_norm_weighting_verdict(
-    grpo_ratio: float, dr_ratio: float, long: int, short: int
-) -> Claim:
-    """GRPO must weight a long token less (ratio < 1) and Dr. GRPO equally (ratio = 1)."""
-    ok = grpo_ratio < 1 - 1e-9 and abs(dr_ratio - 1) < 1e-9
-    return Claim(
-        id="1a",
-        statement="GRPO's 1/|o| gives each token of a long incorrect completion less weight than "
-        "a short one's (long wrong answers are penalised less per token); Dr. GRPO's constant "
-        "does not",
-        statistic=f"per-token weight ratio long/short ({long} vs {short} tokens), GRPO",
-        value=grpo_ratio,
-        verdict=HOLDS if ok else FAILS,
-        arms="presets grpo, dr_grpo (computed from the loss, no training)",
-        note=f"Dr. GRPO ratio {dr_ratio:.3f}",
-    )
+from ablate.report.data.load import StudyData
+from ablate.report.data.memo import per_study
+from ablate.report.stats import measures as m
+from ablate.report.stats.contrasts import template_contrasts
 
 
 # --- (1b) length growth of incorrect answers, (2) clip-higher and entropy ---------------------
@@ -185,39 +130,6 @@ def claim_token_ratio_variance_grows_with_length(data: StudyData) -> Claim:
 
 
 # --- (4) RL gain vs base Pass@G, (6) pass@1 vs pass@k gains -----------------------------------
-def base_value(data: StudyData, k: int) -> pd.Series:
-    """trial_id -> base pass@k: the trial's own step-0 eval when it has one, else passk.csv."""
-    first = data.history[data.history["metric"] == f"eval/pass_at_{k}"]
-    first = first[first["step"] == 0].set_index("trial_id")["value"]
-    out = pd.Series(NAN, index=data.trials["trial_id"].to_numpy())
-    out.loc[first.index.intersection(out.index)] = first
-    p = data.passk
-    if len(p):
-        p = p[p["k"] == k].set_index(["model", "template"])["pass_at_k"]
-        for _, t in data.trials.iterrows():
-            if np.isnan(out[t["trial_id"]]) and (t["model"], t["template"]) in p.index:
-                out[t["trial_id"]] = p[(t["model"], t["template"])]
-    return out
-
-
-def base_pass_at_g(data: StudyData) -> pd.Series:
-    """trial_id -> base Pass@G, passk.csv (the Pass@G phase) first, else step-0 eval."""
-    g, out = data.group_size, pd.Series(NAN, index=data.trials["trial_id"].to_numpy())
-    p = data.passk
-    if len(p) and g in set(p["k"]):
-        table = p[p["k"] == g].set_index(["model", "template"])["pass_at_k"]
-        for _, t in data.trials.iterrows():
-            out[t["trial_id"]] = table.get((t["model"], t["template"]), NAN)
-    return out.fillna(base_value(data, g)) if g else out
-
-
-def gains(data: StudyData, k: int) -> pd.Series:
-    """trial_id -> final eval pass@k − base pass@k (complete trials)."""
-    final = m.final_value(data.history, f"eval/pass_at_{k}")
-    ids = data.complete()["trial_id"]
-    return (final.reindex(ids) - base_value(data, k).reindex(ids)).dropna()
-
-
 def permutation_rho(x: np.ndarray, y: np.ndarray, *, seed: int = 0) -> tuple[float, float]:
     """Spearman ρ(x, y) and its two-sided permutation p-value over the pairing of x and y:
     exact for up to EXACT_PERMUTATIONS_MAX points, else 20,000 seeded permutations."""
@@ -252,7 +164,7 @@ def claim_gain_grows_with_base_pass_at_g(data: StudyData) -> Claim:
         return r.untested(base, "needs one arm trained in >= 3 (model, template) cells")
     arm = data.reference_arm if per_arm.get(data.reference_arm, 0) >= 3 else per_arm.idxmax()
     rows = done[done["arm"] == arm].set_index("trial_id")[["model", "template"]]
-    rows = rows.assign(gain=gains(data, 1), pass_g=base_pass_at_g(data)).dropna()
+    rows = rows.assign(gain=m.gains(data, 1), pass_g=m.base_pass_at_g(data)).dropna()
     cells = rows.groupby(["model", "template"])[["gain", "pass_g"]].mean()
     if len(cells) < 3 or np.ptp(cells["pass_g"]) == 0 or np.ptp(cells["gain"]) == 0:
         return r.untested(base, "needs >= 3 cells with differing base Pass@G and gains", arms=arm)
@@ -281,11 +193,11 @@ def claim_rl_raises_pass_at_1_more_than_pass_at_k(data: StudyData) -> Claim:
     )
     if k is None:
         return r.untested(base, "eval logged no pass@k with k > 1")
-    d = (gains(data, 1) - gains(data, k)).dropna()
+    d = (m.gains(data, 1) - m.gains(data, k)).dropna()
     if not len(d):
         return r.untested(base, "no base pass@k (no step-0 eval, no passk.csv)")
     cell_of = data.trials.set_index("trial_id")[["model", "template"]]
-    base_k = base_value(data, k).reindex(d.index)
+    base_k = m.base_value(data, k).reindex(d.index)
     ceiling = base_k.groupby([cell_of["model"], cell_of["template"]]).mean() >= CEILING
     at_ceiling = [f"{mo} · {t}" for (mo, t), hit in ceiling.items() if hit]
     keep = [i for i in d.index if not ceiling.get(tuple(cell_of.loc[i]), False)]
@@ -297,28 +209,6 @@ def claim_rl_raises_pass_at_1_more_than_pass_at_k(data: StudyData) -> Claim:
 
 
 # --- (5) template sensitivity of base Pass@k --------------------------------------------------
-def template_contrasts(passk: pd.DataFrame, k: int = 1) -> pd.DataFrame:
-    """Per model, each template against the model's first template: Δ pass@k, a normal CI from
-    the two reported CIs (treated as independent: conservative for shared problems), p-value and
-    its Holm adjustment across all contrasts."""
-    from scipy.stats import norm
-
-    rows = []
-    p = passk[passk["k"] == k]
-    for model, cell in p.groupby("model", sort=False):
-        ref = cell.iloc[0]
-        for _, other in cell.iloc[1:].iterrows():
-            se = np.hypot(*((r["ci_high"] - r["ci_low"]) / (2 * 1.96) for r in (ref, other)))
-            d = other["pass_at_k"] - ref["pass_at_k"]
-            pv = 2 * norm.sf(abs(d) / se) if se > 0 else float(d == 0) or 0.0
-            rows.append(dict(model=model, template=other["template"], ref=ref["template"], diff=d))
-            rows[-1].update(low=d - 1.96 * se, high=d + 1.96 * se, p=pv, n=int(ref["n_problems"]))
-    out = pd.DataFrame(rows)
-    if len(out):
-        out["p_holm"] = stats.holm(out["p"].to_numpy())
-    return out
-
-
 def claim_template_changes_base_pass_at_k(data: StudyData) -> Claim:
     """Claim 5 (Liu et al. 2025, Dr. GRPO §2): the prompt template changes the base model's
     Pass@k. Measured on the Pass@G phase, before any training."""
@@ -361,12 +251,9 @@ EMPIRICAL = (
     claim_template_changes_base_pass_at_k,
     claim_rl_raises_pass_at_1_more_than_pass_at_k,
 )
-ANALYTIC = (claim_length_norm_downweights_long_tokens,)
 
 
-def evaluate_claims(data: StudyData) -> pd.DataFrame:
-    return pd.DataFrame([c.__dict__ for c in adjudicate([fn(data) for fn in EMPIRICAL])])
-
-
-def analytic_claims(data: StudyData) -> pd.DataFrame:
-    return pd.DataFrame([fn(data).__dict__ for fn in ANALYTIC])
+@per_study
+def evaluate_claims(data: StudyData) -> list[Claim]:
+    """Every empirical claim tested on the study, judged together (`rules.adjudicate`)."""
+    return adjudicate([fn(data) for fn in EMPIRICAL])

@@ -18,9 +18,10 @@ from dataclasses import dataclass, replace
 import numpy as np
 import pandas as pd
 
-from ablate.report import measures as m
-from ablate.report import stats
-from ablate.report.load import StudyData
+from ablate.report.data.load import StudyData
+from ablate.report.data.memo import per_study
+from ablate.report.stats import inference
+from ablate.report.stats import measures as m
 
 POWER = 0.8
 STEPS, TOKENS, AA = "equal steps", "equal tokens", "A/A"
@@ -33,7 +34,7 @@ class ContrastRow:
     model: str
     template: str
     kind: str
-    contrast: stats.Contrast
+    contrast: inference.Contrast
     p_holm: float = float("nan")
     family: int = 1
     mde: float = float("nan")
@@ -44,7 +45,7 @@ class ContrastRow:
 
     @property
     def significant(self) -> bool:
-        return bool(np.isfinite(self.p_holm) and self.p_holm < stats.ALPHA)
+        return bool(np.isfinite(self.p_holm) and self.p_holm < inference.ALPHA)
 
     @property
     def n(self) -> int:
@@ -77,7 +78,7 @@ def _paired_rows(
             if arm == ref or not _has_trials(data, arm, model, template):
                 continue
             a = m.by_seed(data, values, arm, model, template, with_diverged=True)
-            c = stats.paired_contrast(*m.matched(a, r))
+            c = inference.paired_contrast(*m.matched(a, r))
             rows.append(ContrastRow(arm, ref, model, template, kind, c, tokens=tokens, note=note))
     return rows
 
@@ -100,38 +101,42 @@ def with_holm_and_power(rows: list[ContrastRow], effect: float | None) -> list[C
     contrast under MIN_SEEDS seeds has none and does not count)."""
     if not rows:
         return rows
-    adjusted = stats.holm([r.contrast.p_value for r in rows])
+    adjusted = inference.holm([r.contrast.p_value for r in rows])
     tests = sum(np.isfinite(r.contrast.p_value) for r in rows)
-    alpha = stats.ALPHA / max(tests, 1)
+    alpha = inference.ALPHA / max(tests, 1)
     out = []
     for row, p in zip(rows, adjusted, strict=True):
         c = row.contrast
         observed = abs(c.diff.value)
+        for_effect = inference.seeds_needed(effect, c.sd, alpha, POWER) if effect else None
         out.append(
             replace(
                 row,
                 p_holm=float(p),
                 family=tests,
-                mde=stats.mde_paired(c.sd, c.n, alpha=alpha, power=POWER),
-                seeds_for_observed=stats.seeds_needed(observed, c.sd, alpha, POWER),
-                seeds_for_effect=stats.seeds_needed(effect, c.sd, alpha, POWER) if effect else None,
+                mde=inference.mde_paired(c.sd, c.n, alpha=alpha, power=POWER),
+                seeds_for_observed=inference.seeds_needed(observed, c.sd, alpha, POWER),
+                seeds_for_effect=for_effect,
             )
         )
     return out
 
 
+@per_study
 def headline_contrasts(data: StudyData) -> list[ContrastRow]:
     """Every compared arm vs the reference at equal steps (final eval), one Holm family."""
     rows = _paired_rows(data, STEPS, _final_pass_at_1(data))
     return with_holm_and_power(rows, data.effect_of_interest)
 
 
+@per_study
 def token_contrasts(data: StudyData) -> list[ContrastRow]:
     """The same contrasts at equal generated tokens, their own Holm family."""
     rows = _paired_rows(data, TOKENS, _at_tokens(data))
     return with_holm_and_power(rows, data.effect_of_interest)
 
 
+@per_study
 def replicate_contrasts(data: StudyData) -> list[ContrastRow]:
     """Each A/A replicate against its original (Welch: the seed streams are independent);
     their own Holm family. A significant row is a calibration failure."""
@@ -143,6 +148,28 @@ def replicate_contrasts(data: StudyData) -> list[ContrastRow]:
                 continue
             a = m.by_seed(data, values, replicate, model, template, with_diverged=True)
             b = m.by_seed(data, values, original, model, template, with_diverged=True)
-            c = stats.welch_contrast(a.dropna().to_numpy(), b.dropna().to_numpy())
+            c = inference.welch_contrast(a.dropna().to_numpy(), b.dropna().to_numpy())
             rows.append(ContrastRow(replicate, original, model, template, AA, c))
     return with_holm_and_power(rows, data.effect_of_interest)
+
+
+def template_contrasts(passk: pd.DataFrame, k: int = 1) -> pd.DataFrame:
+    """Per model, each template against the model's first template: Δ pass@k, a normal CI from
+    the two reported CIs (treated as independent: conservative for shared problems), p-value and
+    its Holm adjustment across all contrasts."""
+    from scipy.stats import norm
+
+    rows = []
+    p = passk[passk["k"] == k]
+    for model, cell in p.groupby("model", sort=False):
+        ref = cell.iloc[0]
+        for _, other in cell.iloc[1:].iterrows():
+            se = np.hypot(*((r["ci_high"] - r["ci_low"]) / (2 * 1.96) for r in (ref, other)))
+            d = other["pass_at_k"] - ref["pass_at_k"]
+            pv = 2 * norm.sf(abs(d) / se) if se > 0 else float(d == 0) or 0.0
+            rows.append(dict(model=model, template=other["template"], ref=ref["template"], diff=d))
+            rows[-1].update(low=d - 1.96 * se, high=d + 1.96 * se, p=pv, n=int(ref["n_problems"]))
+    out = pd.DataFrame(rows)
+    if len(out):
+        out["p_holm"] = inference.holm(out["p"].to_numpy())
+    return out

@@ -2,7 +2,7 @@
 much A moves with the fit window, whether the first half of the compute forecasts the second,
 and a fit of several curves that share one A (ScaleRL App. A.5's comparison of B).
 
-Pure functions of (compute, pass@1) points; the fit itself is `curvefit.fit_sigmoid`."""
+Pure functions of (compute, pass@1) points; the fit itself is `fit.fit_sigmoid`."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats as sps
 
-from ablate.report.curvefit import (
+from ablate.report.curves.fit import (
     ALPHA,
     B_RANGE,
     NOT_LEVELLED,

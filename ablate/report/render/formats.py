@@ -1,4 +1,4 @@
-"""A `tables.Table` as Markdown, LaTeX (booktabs) or CSV."""
+"""A `Table` as Markdown, LaTeX (booktabs), CSV or HTML."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ablate.report import latex as tex
-from ablate.report.stats import MIN_SEEDS, Estimate
-from ablate.report.tables import SIGNIFICANT, Table
+from ablate.report.data.table import SIGNIFICANT, Table
+from ablate.report.render import latex as tex
+from ablate.report.stats.inference import MIN_SEEDS, Estimate
 
 
 def _num(x: float | None, digits: int = 3) -> str:
@@ -90,7 +90,7 @@ def to_latex(table: Table) -> str:
     """A booktabs `table` float that compiles with pdflatex and fits the text width (split into
     panels when it must be: `ablate.report.latex`)."""
     if not table.rows:  # still a valid tabular: one column saying so
-        table = Table(table.name, table.caption, [{"(none)": "no rows"}])
+        table = Table(table.caption, [{"(none)": "no rows"}], name=table.name)
     cells = [_cells(table, row, latex=True) for row in table.rows]
     notes = list(table.marks.items()) + [("", n) for n in _notes(table)[len(table.marks) :]]
     bold = [bool(row.get(SIGNIFICANT)) for row in table.rows]

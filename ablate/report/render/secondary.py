@@ -1,14 +1,16 @@
-"""Tables behind the headline: further measures, training dynamics, base models, templates and
-the claims. Every measure is defined in its table's caption."""
+"""Tables behind the headline: further measures, training dynamics, base models and templates.
+Every measure is defined in its table's caption."""
 
 from __future__ import annotations
 
 import pandas as pd
 
-from ablate.report import measures as m
-from ablate.report import stats
-from ablate.report.load import StudyData
-from ablate.report.tables import UNIT, Table, seed_estimate, seeds_text
+from ablate.report.data.load import StudyData
+from ablate.report.data.table import Table, TableSpec
+from ablate.report.render.headline import UNIT, seed_estimate, seeds_text
+from ablate.report.stats import inference
+from ablate.report.stats import measures as m
+from ablate.report.stats.contrasts import template_contrasts
 
 
 def measures_table(data: StudyData) -> Table:
@@ -39,7 +41,7 @@ def measures_table(data: StudyData) -> Table:
         "discarded samples included (sample efficiency). gen. tokens (M): millions of tokens "
         "generated in training. Finished trials only, except pass@k."
     )
-    return Table("measures", caption, rows, compact=True)
+    return Table(caption, rows, compact=True)
 
 
 DYNAMICS = {
@@ -88,7 +90,7 @@ def dynamics_table(data: StudyData) -> Table:
         "last quarter; 'all' columns (clip fractions, ratio variances, step s) = mean over all "
         "steps; len. = tokens per completion."
     )
-    return Table("dynamics", caption, rows, compact=True)
+    return Table(caption, rows, compact=True)
 
 
 def base_table(data: StudyData) -> Table:
@@ -98,7 +100,7 @@ def base_table(data: StudyData) -> Table:
     for _, r in p.iterrows() if len(p) else []:
         row = dict(model=r["model"], template=r["template"], k=int(r["k"]))
         row["problems"] = int(r["n_problems"])
-        row["pass@k"] = stats.Estimate(
+        row["pass@k"] = inference.Estimate(
             r["pass_at_k"], r["ci_low"], r["ci_high"], int(r["n_problems"])
         )
         row["pass^k"] = float(r["pass_hat_k"])
@@ -111,49 +113,30 @@ def base_table(data: StudyData) -> Table:
         "training, no seeds); pass^k = all k correct; signal = pass@k − pass^k, the share of "
         "groups of k with unequal rewards (what GRPO can learn from)."
     )
-    return Table("base", caption, rows)
+    return Table(caption, rows)
 
 
-def templates_table(contrasts: pd.DataFrame) -> Table:
-    rows = contrasts.to_dict("records")
+def _template_contrasts(data: StudyData) -> pd.DataFrame:
+    return template_contrasts(data.passk) if len(data.passk) else pd.DataFrame()
+
+
+def has_template_contrasts(data: StudyData) -> bool:
+    return bool(len(_template_contrasts(data)))
+
+
+def templates_table(data: StudyData) -> Table:
+    """Each template's base pass@1 against the model's first template (the Pass@G phase)."""
+    rows = _template_contrasts(data).to_dict("records")
     caption = (
         "Template contrasts of base pass@1: each template against the model's first, Δ with a "
         "normal 95% CI over problems, p Holm-adjusted across rows."
     )
-    return Table("templates", caption, rows)
+    return Table(caption, rows)
 
 
-def claims_table(claims: pd.DataFrame, name: str = "claims") -> Table:
-    rows = []
-    for _, c in claims.iterrows():
-        rows.append(
-            dict(
-                claim=c["id"],
-                statement=c["statement"],
-                statistic=c["statistic"],
-                n=int(c["n"]),
-                estimate=(
-                    stats.Estimate(c["value"], c["low"], c["high"], int(c["n"]))
-                    if name == "claims"
-                    else float(c["value"])
-                ),
-                p=c["p_value"],
-                **({"p (Holm)": c["p_holm"]} if name == "claims" else {}),
-                verdict=c["verdict"],
-                arms=c["arms"],
-                note=c["note"],
-            )
-        )
-    if name == "claims":
-        caption = (
-            "The papers' claims tested on this study's data (N = seeds unless stated). A "
-            "verdict is 'supported' when the Holm-adjusted p (over the claims tested here) is "
-            "< 0.05 with the estimate in the predicted direction, 'contradicted' when it is "
-            "< 0.05 in the opposite direction, otherwise 'inconclusive'; 'not tested' says why."
-        )
-    else:
-        caption = (
-            "Analytic: properties of the loss computed from the presets, true by construction "
-            "whatever the data; not empirical evidence."
-        )
-    return Table(name, caption, rows)
+TABLES = (
+    TableSpec(name="measures", build=measures_table, order=80),
+    TableSpec(name="dynamics", build=dynamics_table, order=110),
+    TableSpec(name="base", build=base_table, order=120),
+    TableSpec(name="templates", build=templates_table, order=130, applies=has_template_contrasts),
+)

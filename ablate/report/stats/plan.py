@@ -18,7 +18,7 @@ import pandas as pd
 from scipy.stats import chi2
 
 from ablate.errors import ConfigError, StudyError
-from ablate.report import stats
+from ablate.report.stats import inference as stats
 from ablate.study import Study
 from ablate.tracking import OUTCOME
 

@@ -1,5 +1,5 @@
-"""A `tables.Table` as LaTeX that compiles with pdflatex and booktabs alone and fits the text
-width of a single-column article (345 pt at 10 pt, set in `\\small`).
+"""A `Table` as LaTeX that compiles with pdflatex and booktabs alone and fits the text width of
+a single-column article (345 pt at 10 pt, set in `\\small`).
 
 Text is escaped once, from plain Unicode to ASCII LaTeX: special characters, `<`, `>` and `|` in
 math mode, Greek letters and symbols as macros (the output is pure ASCII, so no Unicode error is

@@ -1,5 +1,5 @@
 """Compute–performance curves of a study (its `CurveSpec`): every trial's eval pass@1 against the
-compute it had spent, ScaleRL's sigmoid fitted per trial (`curvefit`), its checks (`curvecheck`),
+compute it had spent, ScaleRL's sigmoid fitted per trial (`fit`), its checks (`check`),
 then per arm the parameters over seeds with intervals, and the comparison rule against the
 reference arm.
 
@@ -15,7 +15,7 @@ refitted with one shared A and B is compared (ratio arm / reference, paired by s
 on the log, Holm over those arms).
 
 An arm has not levelled off when any seed's curve leaves A unidentified against the ceiling
-(`curvecheck.at_ceiling`): there A's and C_mid's intervals over seeds undercover (simulated at
+(`check.at_ceiling`): there A's and C_mid's intervals over seeds undercover (simulated at
 the curves studies/compute_curves.py measured: 0.85-0.87 at 5 seeds, `curve_calibration`), so
 the report shows their means only and skips the A test; B's intervals hold (0.91-0.94), so B
 is compared with a shared A.
@@ -28,9 +28,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 import pandas as pd
 
-from ablate.report import measures as m
-from ablate.report import stats
-from ablate.report.curvecheck import (
+from ablate.report.curves.check import (
     Forecast,
     PowerFit,
     at_ceiling,
@@ -39,8 +37,10 @@ from ablate.report.curvecheck import (
     shared_a_fits,
     window_spread,
 )
-from ablate.report.curvefit import A_STEP, Fit, fit_sigmoid, fit_to_target
-from ablate.report.load import StudyData
+from ablate.report.curves.fit import A_STEP, Fit, fit_sigmoid, fit_to_target
+from ablate.report.data.load import StudyData
+from ablate.report.stats import inference
+from ablate.report.stats import measures as m
 from ablate.spec import COMPUTE_AXES, CurveSpec
 
 MARKS = {"generated_tokens": "eval/token_mark", "model_flops": "eval/flops_mark"}
@@ -110,7 +110,7 @@ class TrialFit:
     spread: float  # largest |A − A_main| over the other fit windows
     forecast: Forecast
     to_target: float  # compute to reach the target pass@1 (inf: never; NaN: none/no target)
-    at_ceiling: bool = False  # A not identified against the ceiling 1 (curvecheck.at_ceiling)
+    at_ceiling: bool = False  # A not identified against the ceiling 1 (check.at_ceiling)
 
 
 def window(curve: TrialCurve, warmup: float) -> tuple[np.ndarray, np.ndarray]:
@@ -127,15 +127,15 @@ def analyse(curve: TrialCurve, spec: CurveSpec) -> TrialFit:
     return TrialFit(curve, fit, *checks, target, at_ceiling(fit, c))
 
 
-def seed_interval(values: np.ndarray, *, log: bool = False) -> stats.Estimate:
+def seed_interval(values: np.ndarray, *, log: bool = False) -> inference.Estimate:
     """The t interval over seeds of the mean (log: of the mean log, shown back on the original
     scale, i.e. the geometric mean); NaN dropped; none below MIN_SEEDS."""
     x = np.asarray(values, dtype=float)
     x = x[np.isfinite(x)]
     if not log:
-        return stats.t_interval(x)
-    e = stats.t_interval(np.log(x[x > 0]))
-    return stats.Estimate(*(float(np.exp(v)) for v in (e.value, e.low, e.high)), e.n, e.std)
+        return inference.t_interval(x)
+    e = inference.t_interval(np.log(x[x > 0]))
+    return inference.Estimate(*(float(np.exp(v)) for v in (e.value, e.low, e.high)), e.n, e.std)
 
 
 #: The parameters whose intervals are withheld for an arm that has not levelled off.
@@ -160,7 +160,7 @@ class ArmCurves:
     def not_levelled(self) -> bool:
         return any(t.at_ceiling for t in self.fits)
 
-    def estimate(self, name: str) -> stats.Estimate:
+    def estimate(self, name: str) -> inference.Estimate:
         """A: t interval clipped to [0, 1] (A is a pass rate: clipping loses no coverage);
         B, C_mid: the log interval. A and C_mid of curves that have not levelled off: the
         mean only (low, high NaN)."""
@@ -189,18 +189,18 @@ class CurveContrast:
 
     arm: str
     reference: str
-    delta_a: stats.Contrast
+    delta_a: inference.Contrast
     p_a: float = float("nan")  # Holm-adjusted over the arms
-    b_ratio: stats.Estimate | None = None  # exp of the mean Δ ln B with a shared A
+    b_ratio: inference.Estimate | None = None  # exp of the mean Δ ln B with a shared A
     p_b: float = float("nan")  # Holm-adjusted over the arms compared on B
     levelled: bool = True  # False: either arm has not levelled off, A is not tested
-    target_ratio: stats.Estimate | None = None  # compute to the target, arm / reference
+    target_ratio: inference.Estimate | None = None  # compute to the target, arm / reference
     p_target: float = float("nan")  # Holm-adjusted over the arms
 
     @property
     def a_differs(self) -> bool:
         """Significant after Holm and larger than the A grid's resolution (one step)."""
-        return bool(self.p_a < stats.ALPHA and abs(self.delta_a.diff.value) > A_STEP + 1e-9)
+        return bool(self.p_a < inference.ALPHA and abs(self.delta_a.diff.value) > A_STEP + 1e-9)
 
 
 def _a_of(fit: Fit) -> float:
@@ -234,17 +234,19 @@ def contrasts(arms: list[ArmCurves], reference: str, spec: CurveSpec) -> list[Cu
         levelled = not (arm.not_levelled or ref.not_levelled)
         rows.append(
             CurveContrast(
-                arm.arm, reference, stats.paired_contrast(mine, theirs), levelled=levelled
+                arm.arm, reference, inference.paired_contrast(mine, theirs), levelled=levelled
             )
         )
     tested = [i for i, r in enumerate(rows) if r.levelled]
-    p_a = stats.holm([rows[i].delta_a.p_value for i in tested])
+    p_a = inference.holm([rows[i].delta_a.p_value for i in tested])
     for i, p in zip(tested, p_a, strict=True):
         rows[i] = _with(rows[i], p_a=float(p))
     within = [i for i, r in enumerate(rows) if not r.a_differs]
     by_name = {a.arm: a for a in arms}
     ratios = {i: _log_b_ratio(by_name[rows[i].arm], ref, spec) for i in within}
-    p_b = stats.holm([float(stats.paired_t_p(ratios[i][np.isfinite(ratios[i])])) for i in within])
+    p_b = inference.holm(
+        [float(inference.paired_t_p(ratios[i][np.isfinite(ratios[i])])) for i in within]
+    )
     for i, p in zip(within, p_b, strict=True):
         rows[i] = _with(rows[i], b_ratio=seed_interval(np.exp(ratios[i]), log=True), p_b=float(p))
     return _with_target_ratios(rows, by_name, ref)
@@ -254,7 +256,7 @@ def _with_target_ratios(rows, by_name, ref: ArmCurves) -> list[CurveContrast]:
     """Each arm's compute to the target over the reference's, paired by seed (seeds where both
     reached it), Holm over the arms: the accuracy-per-token contrast."""
     logs = [_log_target_ratio(by_name[r.arm], ref) for r in rows]
-    p_t = stats.holm([float(stats.paired_t_p(x)) for x in logs])
+    p_t = inference.holm([float(inference.paired_t_p(x)) for x in logs])
     return [
         _with(r, target_ratio=seed_interval(np.exp(x), log=True), p_target=float(p))
         for r, x, p in zip(rows, logs, p_t, strict=True)

@@ -12,10 +12,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ablate.report import curve_tables, stats
-from ablate.report import measures as m
-from ablate.report.claims import base_pass_at_g, gains
-from ablate.report.load import StudyData
+from ablate.report.curves import section
+from ablate.report.data.load import StudyData
+from ablate.report.stats import inference
+from ablate.report.stats import measures as m
 
 
 def _plt():
@@ -39,7 +39,7 @@ def _band(
     mean = values.mean(axis=1).to_numpy()
     n = values.notna().sum(axis=1).to_numpy()
     sd = values.std(axis=1, ddof=1).to_numpy()
-    half = np.where(n >= stats.MIN_SEEDS, stats.t_half_width(sd, np.maximum(n, 2)), np.nan)
+    half = np.where(n >= inference.MIN_SEEDS, inference.t_half_width(sd, np.maximum(n, 2)), np.nan)
     low, high = mean - half, mean + half
     if bounds is not None:
         low, high = np.clip(low, *bounds), np.clip(high, *bounds)
@@ -125,7 +125,7 @@ def _ratio_variance(data: StudyData, ax) -> bool:
 
 def _gain_vs_passg(data: StudyData, ax) -> bool:
     ids = data.complete()["trial_id"]
-    pg, gain = base_pass_at_g(data).reindex(ids), gains(data, 1).reindex(ids)
+    pg, gain = m.base_pass_at_g(data).reindex(ids), m.gains(data, 1).reindex(ids)
     ok = pg.notna() & gain.notna()
     if not ok.any():
         return False
@@ -175,7 +175,7 @@ FIGURES: dict[str, Callable] = {
     "ratio_variance_vs_length": _ratio_variance,
     "gain_vs_base_pass_at_g": _gain_vs_passg,
     "pass_at_k": _passk_curves,
-    "compute_curves": curve_tables.draw,
+    "compute_curves": section.draw,
 }
 
 

@@ -1,0 +1,195 @@
+"""`build_report`: MLflow → `reports/<study>/` (report.md, report.html, tables/, figures/),
+also attached to the study's MLflow parent run. A page (`Page`: a study's report, or a
+reproduction's) is written as report.md and report.html, one self-contained file (figures
+inlined as base64 PNG, nothing fetched)."""
+
+from __future__ import annotations
+
+import base64
+import html
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+from ablate import tracking
+from ablate.report.data.load import StudyData, load_study_data
+from ablate.report.data.table import Table
+from ablate.report.render import formats
+from ablate.report.render.figures import write_figures
+from ablate.report.render.tables import build_tables
+from ablate.study import Study
+
+# Reads on a phone (390 px) as on a desktop: wide tables scroll inside their own box, figures
+# shrink to the page, long words break; tests/test_browser.py checks there is no page overflow.
+CSS = (
+    "body{font-family:sans-serif;max-width:1200px;margin:2em auto;padding:0 0.75em;"
+    "overflow-wrap:anywhere}table{border-collapse:collapse;font-size:12px;margin:1em 0}"
+    "td,th{border:1px solid #ccc;padding:2px 6px;overflow-wrap:normal}"
+    "caption{text-align:left;font-size:12px;color:#333;caption-side:bottom}"
+    ".findings{background:#f6f8fa;padding:0.5em 1.5em;border-left:4px solid #3b73b9}"
+    ".note{font-size:11px;color:#555}.scroll{overflow-x:auto;max-width:100%}"
+    "figure{margin:1em 0}img{max-width:min(640px,100%);height:auto}"
+)
+
+
+@dataclass
+class Page:
+    title: str
+    summary: str
+    findings: dict[str, list[str]]
+    tables: list[Table]
+    figures: list[Path] | None = None
+    """PNGs under the page's figures/ folder; None: a page without a figures section."""
+    links: dict[str, str] = field(default_factory=dict)
+    """label -> a folder beside the page holding another report (its report.md / .html)."""
+    tab: str = ""
+    """The HTML page's <title> (default: the title)."""
+
+
+def _summary(data: StudyData) -> str:
+    t = data.trials
+    done = int(t["complete"].sum())
+    seeds = sorted(set(t["seed"]))
+    return (
+        f"{len(t)} planned trials, {done} finished, {len(t) - done} diverged/failed/missing; "
+        f"reference arm `{data.reference_arm}`; seeds {seeds}. The seed is the unit of "
+        "inference: intervals are Student-t over seeds, contrasts paired by seed, marks "
+        "Holm-adjusted (calibration: `python -m devtools calibrate`). Inconclusive is a "
+        "result, not a failure."
+    )
+
+
+def _findings_markdown(found: dict[str, list[str]]) -> list[str]:
+    lines = ["## Findings", ""]
+    for section, sentences in found.items():
+        if sentences:
+            lines += [f"**{section}**", "", *[f"- {s}" for s in sentences], ""]
+    return lines
+
+
+def write_markdown(page: Page, folder: Path) -> Path:
+    lines = [f"# {page.title}", "", f"_{datetime.now(UTC):%Y-%m-%d %H:%M} UTC_", ""]
+    lines += [page.summary, ""]
+    if page.links:
+        lines += [" · ".join(f"[{k}]({v}/report.md)" for k, v in page.links.items()), ""]
+    lines += _findings_markdown(page.findings)
+    for table in page.tables:
+        lines += [f"## {table.title}", "", formats.to_markdown(table)]
+    if page.figures is not None:
+        lines += ["## figures", ""]
+        lines += [f"![{p.stem}](figures/{p.name})" for p in page.figures]
+    path = folder / "report.md"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def _findings_html(found: dict[str, list[str]]) -> str:
+    parts = ["<div class='findings'><h2>Findings</h2>"]
+    for section, sentences in found.items():
+        if sentences:
+            items = "".join(f"<li>{html.escape(s)}</li>" for s in sentences)
+            parts.append(f"<h3>{html.escape(section)}</h3><ul>{items}</ul>")
+    return "".join(parts) + "</div>"
+
+
+def _figures_html(figures: list[Path]) -> list[str]:
+    parts = ["<h2>figures</h2>"]
+    for png in figures:
+        encoded = base64.b64encode(png.read_bytes()).decode()
+        parts.append(
+            f"<figure><img alt='{png.stem}' src='data:image/png;base64,{encoded}'>"
+            f"<figcaption>{html.escape(png.stem)}</figcaption></figure>"
+        )
+    return parts
+
+
+def write_html(page: Page, folder: Path) -> Path:
+    """One self-contained file: figures inlined as base64 PNG."""
+    parts = [
+        "<!doctype html><html><head><meta charset='utf-8'>",
+        "<meta name='viewport' content='width=device-width,initial-scale=1'>",
+        f"<title>{html.escape(page.tab or page.title)}</title>",
+        f"<style>{CSS}</style></head><body><h1>{html.escape(page.title)}</h1>",
+        f"<p>{html.escape(page.summary)}</p>",
+    ]
+    if page.links:
+        links = (
+            f"<a href='{html.escape(v)}/report.html'>{html.escape(k)}</a>"
+            for k, v in page.links.items()
+        )
+        parts.append(f"<p>{' · '.join(links)}</p>")
+    parts.append(_findings_html(page.findings))
+    for table in page.tables:
+        parts += [f"<h2>{html.escape(table.title)}</h2>", formats.to_html(table)]
+    if page.figures is not None:
+        parts += _figures_html(page.figures)
+    path = folder / "report.html"
+    path.write_text("".join(parts) + "</body></html>\n")
+    return path
+
+
+def write_page(page: Page, folder: Path) -> None:
+    """The page's tables under folder/tables/ (Markdown, LaTeX, CSV), then its two files."""
+    for table in page.tables:
+        formats.write_table(table, folder / "tables")
+    write_markdown(page, folder)
+    write_html(page, folder)
+
+
+def write_report(data: StudyData, folder: Path) -> Path:
+    """The study's report in `folder`: tables/, figures/, report.md and report.html."""
+    folder.mkdir(parents=True, exist_ok=True)
+    built = build_tables(data)
+    figures = write_figures(data, folder / "figures")
+    page = Page(
+        title=f"Report: {data.name}",
+        summary=_summary(data),
+        findings=built.findings,
+        tables=built.tables,
+        figures=figures,
+        tab=data.name,
+    )
+    write_page(page, folder)
+    return folder
+
+
+def attach_to_mlflow(uri: str, study_name: str, folder: Path) -> bool:
+    """Log the report folder as artifacts `report/` of the study's parent run (if it exists),
+    then set the parent run back to FINISHED (`MLflowStudy` reopens it as RUNNING)."""
+    if tracking.study_run_id(uri, study_name) is None:
+        return False
+    parent = tracking.MLflowStudy.open(uri, study_name)
+    try:
+        for path in sorted(folder.rglob("*")):
+            if path.is_file():
+                relative = path.parent.relative_to(folder).as_posix()
+                parent.log_artifact(path, "report" if relative == "." else f"report/{relative}")
+    finally:
+        parent.close("FINISHED")
+    return True
+
+
+def build_report(
+    study: Study,
+    results_dir: str | Path = "results",
+    out_dir: str | Path = "reports",
+    tracking_uri: str | None = None,
+) -> Path:
+    """Write `out_dir/<study>/` and attach it to the study's MLflow run; returns the folder."""
+    report_study(study, results_dir, out_dir, tracking_uri)
+    return Path(out_dir) / study.name
+
+
+def report_study(
+    study: Study,
+    results_dir: str | Path = "results",
+    out_dir: str | Path = "reports",
+    tracking_uri: str | None = None,
+) -> StudyData:
+    """`build_report`'s work: load the study's results, write `out_dir/<study>/`, attach it to
+    the study's MLflow run; returns the data (a reproduction tests its findings on it)."""
+    uri = tracking_uri or tracking.default_tracking_uri(results_dir)
+    data = load_study_data(study, results_dir, uri)
+    folder = write_report(data, Path(out_dir) / study.name)
+    attach_to_mlflow(uri, study.name, folder)
+    return data

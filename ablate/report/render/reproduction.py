@@ -1,0 +1,65 @@
+"""A reproduction: a published paper's findings, declared by the studies that test them, tested on
+their results together. Written beside the studies' own reports (`OUT/<study>/`): one claims
+table (tables/claims.md|tex|csv, through the same render path as every table) and a page
+(report.md, report.html) that links each study's report."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from ablate.finding import Finding
+from ablate.report.claims.paper import finding_claims
+from ablate.report.claims.rules import NOT_TESTED, Claim
+from ablate.report.claims.sentences import finding_sentences
+from ablate.report.data.load import StudyData
+from ablate.report.render.build import Page, write_page
+from ablate.report.render.claim_tables import findings_table
+
+
+def with_results(studies: Mapping[str, StudyData | None]) -> dict[str, StudyData | None]:
+    """A study counts as having results when at least one of its trials finished."""
+    return {n: d if d is not None and len(d.complete()) else None for n, d in studies.items()}
+
+
+def _summary(findings: Sequence[Finding], studies: Mapping[str, StudyData | None]) -> str:
+    missing = [name for name, data in studies.items() if data is None]
+    text = (
+        f"{len(findings)} findings declared by {len(studies)} studies, each tested on its "
+        "study's results on the pair of arms that differs in its factor only: paired by seed, "
+        "the directional findings Holm-adjusted together, a finding of no effect judged by its "
+        "95% interval against its margin. The seed is the unit of inference."
+    )
+    return text + (f" Studies without results: {', '.join(missing)}." if missing else "")
+
+
+def _sections(claims: list[Claim]) -> dict[str, list[str]]:
+    decided = finding_sentences(claims)
+    untested = [f"{c.id}: {c.note}." for c in claims if c.verdict == NOT_TESTED]
+    family = sum(math.isfinite(c.p_holm) for c in claims)
+    return {
+        "Supported or contradicted": decided
+        or [f"No finding is supported or contradicted ({family} directional tests)."],
+        "Not tested": untested,
+    }
+
+
+def write_reproduction(
+    findings: Sequence[Finding], studies: Mapping[str, StudyData | None], folder: Path
+) -> Path:
+    """`findings` tested on `studies` (study name -> its data, None without results); the
+    page's links point at the studies' reports in `folder/<study>/`."""
+    reported = {name: name for name, data in studies.items() if data is not None}
+    studies = with_results(studies)
+    claims = finding_claims(findings, studies)
+    page = Page(
+        title=f"Reproduction: {', '.join(studies)}",
+        summary=_summary(findings, studies),
+        findings=_sections(claims),
+        tables=[findings_table(claims)],
+        links=reported,
+    )
+    folder.mkdir(parents=True, exist_ok=True)
+    write_page(page, folder)
+    return folder
