@@ -41,6 +41,7 @@ FLOORS: dict[str, int] = {
             "presets",
             "confounds",
             "spec",
+            "finding",
             "overrides",
             "peers",
             "passk",
