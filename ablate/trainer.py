@@ -30,7 +30,8 @@ from ablate.shaping import shape
 from ablate.tasks import get_task
 from ablate.tasks.base import Task
 from ablate.templates import Template, get_template
-from ablate.tracking import OUTCOME, OUTCOME_MESSAGE, NullTracker, Tracker
+from ablate.tracking.base import NullTracker, Tracker
+from ablate.tracking.tags import OUTCOME, OUTCOME_MESSAGE
 from ablate.trial import TrialSpec
 from ablate.update import (
     Learner,

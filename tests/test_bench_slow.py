@@ -18,7 +18,7 @@ def test_trl_and_ablate_steps_alternate_on_identical_work(tmp_path):
     from ablate.bench.models import model_dir
     from ablate.bench.step import StepCase
     from ablate.bench.trl_step import run_pair
-    from ablate.trackers import MemoryTracker
+    from ablate.tracking import MemoryTracker
 
     case = StepCase("0.53M", prompts=2, group=4, new_tokens=8)
     tracker = MemoryTracker()

@@ -15,7 +15,7 @@ import statistics
 import time
 
 from ablate.presets import baseline, baseline_names
-from ablate.trackers import MemoryTracker
+from ablate.tracking import MemoryTracker
 from ablate.trainer import train
 from ablate.trial import Budget, EvalSpec, TrialSpec
 

@@ -1,5 +1,5 @@
-"""`build_report`: MLflow → `reports/<study>/` (report.md, report.html, tables/, figures/),
-also attached to the study's MLflow parent run."""
+"""`build_report`: a study's results store → `reports/<study>/` (report.md, report.html,
+tables/, figures/), also attached to the study's parent run there."""
 
 from __future__ import annotations
 
@@ -135,19 +135,13 @@ def write_html(data: StudyData, built: Built, figures: list[Path], folder: Path)
     return path
 
 
-def attach_to_mlflow(uri: str, study_name: str, folder: Path) -> bool:
-    """Log the report folder as artifacts `report/` of the study's parent run (if it exists),
-    then set the parent run back to FINISHED (`MLflowStudy` reopens it as RUNNING)."""
-    if tracking.study_run_id(uri, study_name) is None:
+def attach_report(uri: str, study_name: str, folder: Path) -> bool:
+    """Log the report folder as artifacts `report/` of the study's parent run, if it exists.
+    The run's status is left alone: whether the study is finished is the runners' to say."""
+    parent = tracking.open_store(uri).find_study(study_name)
+    if parent is None:
         return False
-    parent = tracking.MLflowStudy.open(uri, study_name)
-    try:
-        for path in sorted(folder.rglob("*")):
-            if path.is_file():
-                relative = path.parent.relative_to(folder).as_posix()
-                parent.log_artifact(path, "report" if relative == "." else f"report/{relative}")
-    finally:
-        parent.close("FINISHED")
+    parent.attach(folder, "report")
     return True
 
 
@@ -157,8 +151,8 @@ def build_report(
     out_dir: str | Path = "reports",
     tracking_uri: str | None = None,
 ) -> Path:
-    """Write `out_dir/<study>/` and attach it to the study's MLflow run; returns the folder."""
-    uri = tracking_uri or tracking.default_tracking_uri(results_dir)
+    """Write `out_dir/<study>/` and attach it to the study's parent run; returns the folder."""
+    uri = tracking_uri or tracking.default_uri(results_dir)
     data = load_study_data(study, results_dir, uri)
     folder = Path(out_dir) / study.name
     folder.mkdir(parents=True, exist_ok=True)
@@ -168,5 +162,5 @@ def build_report(
     figures = write_figures(data, folder / "figures")
     write_markdown(data, built, figures, folder)
     write_html(data, built, figures, folder)
-    attach_to_mlflow(uri, study.name, folder)
+    attach_report(uri, study.name, folder)
     return folder
