@@ -163,11 +163,30 @@ def test_report_is_attached_to_the_study_run(report):
     assert parent_status(uri, study.name) == "FINISHED"  # as it was
 
 
-def test_a_report_leaves_a_study_still_training_elsewhere_running(tmp_path):
+STUDY_FILE = f"""
+from ablate.study import Budget, EvalSpec, Study, arm
+
+STUDY = Study(
+    name="synth",
+    base_models=["hopeless"],
+    arms=[arm("grpo", "grpo", kl_coef=0.0), arm("dr_grpo", "dr_grpo")],
+    seeds=[0, 1, 2],
+    budget=Budget(max_steps={STEPS}, prompts_per_step=2, group_size=2, max_new_tokens=16),
+    eval=EvalSpec(every=2, n_samples=2, ks=(1, 2), max_problems=3),
+    passk=None,
+)
+"""
+
+
+def test_ablate_report_leaves_a_study_still_training_elsewhere_running(tmp_path):
     """A report written while another runner trains a trial must not close the study's parent
     run: that runner closes it when it is done (the runner's rule, `runner._close_parent`)."""
-    study, rng = tiny_study(), np.random.default_rng(1)
-    uri = tracking.default_uri(tmp_path / "results")
+    from ablate.cli import main
+
+    study_file = tmp_path / "synth.py"
+    study_file.write_text(STUDY_FILE)
+    study, rng, results = tiny_study(), np.random.default_rng(1), tmp_path / "results"
+    uri = tracking.default_uri(results)
     store = tracking.open_store(uri)
     store.init()
     parent = store.open_study(study.name)
@@ -175,7 +194,8 @@ def test_a_report_leaves_a_study_still_training_elsewhere_running(tmp_path):
     for trial in trials[:-1]:
         log_trial(parent, trial, rng)
     log_trial(parent, trials[-1], rng, close=False)  # RUNNING in another runner
-    build_report(study, tmp_path / "results", tmp_path / "reports")
+    argv = ["report", str(study_file), "--results", str(results), "--out", str(tmp_path / "r")]
+    assert main(argv) == 0
     assert parent_status(uri, study.name) == "RUNNING"
     assert "report/report.md" in store.list_artifacts(parent.run_id, "report")
 

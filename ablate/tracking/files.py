@@ -55,7 +55,8 @@ class FileStudy:
         self.folder, self.study_name, self.run_id = folder, study_name, run_id
         self._parent = RunFolder(folder / "runs" / run_id)
 
-    def _trial_runs(self, trial_id: str | None = None) -> list[RunFolder]:
+    def trial_runs(self, trial_id: str | None = None) -> list[RunFolder]:
+        """The study's trial runs (of `trial_id` when given), oldest first."""
         runs = [r for r in _runs(self.folder) if r.tags().get(KIND) == "trial"]
         return runs if trial_id is None else [r for r in runs if r.tags().get(TRIAL_ID) == trial_id]
 
@@ -70,7 +71,7 @@ class FileStudy:
 
     def trial_status(self) -> dict[str, str]:
         status: dict[str, str] = {}
-        for run in self._trial_runs():  # oldest first: a later run overrides an earlier one
+        for run in self.trial_runs():  # oldest first: a later run overrides an earlier one
             trial_id = run.tags().get(TRIAL_ID)
             if trial_id is not None and status.get(trial_id) != "FINISHED":
                 status[trial_id] = run.info().get("status", "RUNNING")
@@ -82,7 +83,7 @@ class FileStudy:
         """The run of `trial_id`: its unfinished run resumed (held steps skipped), else a new
         one; a FINISHED trial raises ValueError."""
         with locked(self.folder / ".lock"):
-            runs = self._trial_runs(trial_id)
+            runs = self.trial_runs(trial_id)
             finished = [r.run_id for r in runs if r.info().get("status") == "FINISHED"]
             if finished:
                 raise ValueError(f"trial {trial_id} already has a FINISHED run ({finished[0]})")
@@ -101,13 +102,18 @@ class FileStudy:
 
     def mark_plan(self, trial_ids: set[str]) -> int:
         dropped = 0
-        for run in self._trial_runs():
+        for run in self.trial_runs():
             current = "true" if run.tags().get(TRIAL_ID) in trial_ids else "false"
             dropped += current == "false"
             if run.tags().get(CURRENT) != current:
                 run.update_tags({CURRENT: current})
         self.set_tags({PLAN_MARKED: "true", CURRENT: "true"})
         return dropped
+
+    def reopen(self) -> None:
+        """RUNNING again (a study that is being run), unless it already is."""
+        if self._parent.info().get("status") != "RUNNING":
+            self._parent.set_status("RUNNING")
 
     def close(self, status: str = "FINISHED") -> None:
         self._parent.set_status(terminal(status))
@@ -149,8 +155,7 @@ class FileStore:
                 )
                 write_json(folder / "study.json", {"name": name, "parent": parent.run_id})
                 return FileStudy(folder, name, parent.run_id)
-        if study._parent.info().get("status") != "RUNNING":
-            study._parent.set_status("RUNNING")
+        study.reopen()
         return study
 
     def find_study(self, name: str) -> FileStudy | None:
@@ -160,7 +165,7 @@ class FileStore:
 
     def runs(self, study_name: str) -> RunTable:
         study = self.find_study(study_name)
-        runs = [] if study is None else study._trial_runs()
+        runs = [] if study is None else study.trial_runs()
         return RunTable.from_records(_record(run) for run in runs)
 
     def _run(self, run_id: str) -> RunFolder:
