@@ -1,14 +1,14 @@
 """Workers on many machines: every worker pulls trials of one study from an Optuna RDB storage
-(PostgreSQL) and logs them to one shared MLflow tracking store.
+(PostgreSQL) and logs them to one shared results store (MLflow on PostgreSQL or a server).
 
 Each ablate trial is one enqueued Optuna trial (WAITING, user attr `ablate_trial_id`). A worker
 claims a WAITING trial with the storage's row-locked WAITING -> RUNNING transition, so two
 workers never take the same one; it never asks Optuna for a new trial, so the sampler never
 invents one, and it exits when no WAITING trial is left. While a trial runs a thread records its
 heartbeat; a trial whose worker died goes stale after `grace_period` and is failed and re-enqueued
-(up to `max_retry` times) by the next worker that looks for work, which resumes its MLflow run.
+(up to `max_retry` times) by the next worker that looks for work, which resumes its run.
 
-Setting up (storage tables, Optuna study, MLflow schema and parent run, enqueueing) happens under
+Setting up (storage tables, Optuna study, results store and parent run, enqueueing) happens under
 one lock per study (a PostgreSQL advisory lock; a file lock for a one-machine sqlite storage):
 the workers that arrive together do it one after another, so tables are created, the parent run
 is opened and each trial is enqueued exactly once.
@@ -28,7 +28,9 @@ from typing import TYPE_CHECKING, Any
 from ablate.errors import ConfigError
 from ablate.lease import file_lock
 from ablate.runner import RunHooks, TrialOutcome, results_paths
+from ablate.sql_urls import driver_url
 from ablate.study import Study, Trial
+from ablate.tracking import tags as tag
 
 if TYPE_CHECKING:
     import optuna
@@ -43,7 +45,7 @@ class WorkerConfig:
     storage: str
     """Optuna storage URL: postgresql://… across machines, sqlite:///… on one machine."""
     tracking_uri: str
-    """MLflow tracking URI shared by all workers (a PostgreSQL database or a tracking server)."""
+    """Results store shared by all workers (MLflow on PostgreSQL or a tracking server)."""
     results_dir: Path
     """Where this worker keeps trial checkpoints (local to the machine)."""
     heartbeat_interval: int = 60
@@ -57,15 +59,6 @@ class WorkerConfig:
         object.__setattr__(self, "results_dir", Path(self.results_dir))
 
 
-def driver_url(url: str) -> str:
-    """`postgresql://…` with the psycopg2 driver spelled out: SQLAlchemy 2.1 otherwise picks
-    psycopg 3, which ablate does not install. Other URLs are returned unchanged."""
-    for prefix in ("postgresql://", "postgres://"):
-        if url.startswith(prefix):
-            return "postgresql+psycopg2://" + url[len(prefix) :]
-    return url
-
-
 def run_worker(
     study: Study, config: WorkerConfig, hooks: RunHooks | None = None
 ) -> list[TrialOutcome]:
@@ -76,17 +69,17 @@ def run_worker(
     from ablate.runner import identified_trials
 
     hooks = hooks or RunHooks()
-    preflight_study(study, config.results_dir)  # every input checked before anything is written
+    # every input checked before anything is written
+    preflight_study(study, config.results_dir, config.tracking_uri)
     identified = identified_trials(study)
     queue = prepare(study, config, identified)
     trials = {t.id: t for t in identified}
-    study_dir = results_paths(config.results_dir, study)["study"]
-    # One handle for the status checks: opening an MLflow client costs ~0.6 s.
-    parent = tracking.MLflowStudy.open(config.tracking_uri, study.name)
+    # One handle for the status checks: opening a store's client can cost ~0.6 s.
+    parent = tracking.open_store(config.tracking_uri).open_study(study.name)
     outcomes: list[TrialOutcome] = []
     while (claimed := claim_waiting(queue)) is not None:
         with Heartbeat(queue, queue.storage_id(claimed), config.heartbeat_interval):
-            outcome = _run_claimed(study, trials, claimed, parent, study_dir, hooks, len(outcomes))
+            outcome = _run_claimed(study, trials, claimed, parent, config, hooks, len(outcomes))
         _tell(queue, claimed, outcome)
         outcomes.append(outcome)
     _close_parent_if_done(queue.study, parent)
@@ -108,7 +101,7 @@ class TrialQueue:
 
 
 def prepare(study: Study, config: WorkerConfig, trials: list[Trial] | None = None) -> TrialQueue:
-    """Under the study's lock: storage tables, the Optuna study, the MLflow store and parent
+    """Under the study's lock: storage tables, the Optuna study, the results store and parent
     run, and one WAITING trial per ablate trial not enqueued before (by anyone)."""
     import optuna
 
@@ -128,12 +121,11 @@ def prepare(study: Study, config: WorkerConfig, trials: list[Trial] | None = Non
         optuna_study = optuna.create_study(
             storage=storage, study_name=study.name, direction="maximize", load_if_exists=True
         )
-        tracking.init_store(config.tracking_uri)
-        parent = tracking.MLflowStudy.open(config.tracking_uri, study.name)
+        store = tracking.open_store(config.tracking_uri)
+        store.init()
+        parent = store.open_study(study.name)
         if parent.run_id not in _parent_ids(optuna_study):  # first worker: tag the new parent
-            parent.set_tags(
-                {"ablate.reference_arm": study.reference_arm, **tracking.environment_tags()}
-            )
+            parent.set_tags({tag.REFERENCE_ARM: study.reference_arm, **tracking.environment_tags()})
             optuna_study.set_user_attr("ablate_parent_run_id", parent.run_id)
         enqueue_missing(optuna_study, identified_trials(study) if trials is None else trials)
     return TrialQueue(optuna_study, storage)
@@ -244,7 +236,7 @@ class Heartbeat:
         self._thread.join()
 
 
-def _run_claimed(study, trials, claimed, parent, study_dir, hooks, index) -> TrialOutcome:
+def _run_claimed(study, trials, claimed, parent, config, hooks, index) -> TrialOutcome:
     from ablate import runner
 
     trial_id = claimed.user_attrs.get(TRIAL_ATTR)
@@ -255,9 +247,11 @@ def _run_claimed(study, trials, claimed, parent, study_dir, hooks, index) -> Tri
     s = trial.spec
     # Another worker (or `ablate run`) may have finished it since it was enqueued.
     if parent.trial_status().get(trial.id) == "FINISHED":
-        message = "already FINISHED in MLflow"
+        message = "already FINISHED in the results store"
         return TrialOutcome(trial.id, trial.arm, s.model, s.template, s.seed, "skipped", message)
-    return runner.run_trial(study, trial, parent.uri, study_dir, hooks, index, len(trials))
+    study_dir = results_paths(config.results_dir, study)["study"]
+    uri = config.tracking_uri
+    return runner.run_trial(study, trial, uri, study_dir, hooks, index, len(trials))
 
 
 def _tell(queue: TrialQueue, claimed, outcome: TrialOutcome) -> None:
@@ -269,7 +263,7 @@ def _tell(queue: TrialQueue, claimed, outcome: TrialOutcome) -> None:
         trial_id = queue.storage_id(claimed)
         queue.storage.set_trial_user_attr(trial_id, OUTCOME_ATTR, outcome.outcome)
     except optuna.exceptions.UpdateFinishedTrialError:
-        # Failed as stale while it ran (a missed heartbeat): its retry finds the MLflow run
+        # Failed as stale while it ran (a missed heartbeat): its retry finds the trial's run
         # FINISHED and skips it, so nothing is lost and nothing runs twice to completion.
         return
     value = (outcome.final_eval or {}).get(METRIC)
@@ -282,7 +276,7 @@ def _tell(queue: TrialQueue, claimed, outcome: TrialOutcome) -> None:
 
 
 def _close_parent_if_done(optuna_study: optuna.Study, parent) -> None:
-    """The last worker out marks the MLflow parent run FINISHED (idempotent)."""
+    """The last worker out marks the study's parent run FINISHED (idempotent)."""
     from optuna.trial import TrialState
 
     busy = optuna_study.get_trials(deepcopy=False, states=(TrialState.WAITING, TrialState.RUNNING))

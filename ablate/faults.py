@@ -6,7 +6,8 @@ with timers. Unset (always, outside tests) a point costs one dict lookup.
 Points: `step_logged` (a step's metrics handed to the tracker), `metrics_flushed` (the tracker
 flushed, the checkpoint not yet written), `checkpoint_files_written` (inside the temporary
 folder, before its manifest), `checkpoint_renamed` (a checkpoint complete), `final_eval`
-(after the last eval is logged, before the run is closed)."""
+(after the last eval is logged, before the run is closed), `metrics_append` (the file store's
+metrics append, half of it on disk; at the step of its last row)."""
 
 from __future__ import annotations
 

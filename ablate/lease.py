@@ -2,13 +2,13 @@
 is trained by one process at a time.
 
 A lease is a row (study/trial key, owner, expiry) in a small table of a SQL database every
-runner of the study reaches: the tracking database itself when it is PostgreSQL, `leases.db`
-beside it when it is sqlite, else `leases.db` in the results folder. A runner takes a trial's
-lease before touching its MLflow run or checkpoints and renews it from a heartbeat thread;
-another runner skips a leased trial. A runner that died stops renewing, and its lease is taken
-over once expired — at once when its owner is a process of this machine that no longer exists
-(so rerunning after `kill -9` resumes immediately). Every change is a compare-and-set on the
-row, so two runners can never both believe they hold it.
+runner of the study reaches; the results store says which (`StudyStore.lease_url`: MLflow's
+PostgreSQL database itself, `leases.db` beside a sqlite one or in the file store's folder). A
+runner takes a trial's lease before touching its run or checkpoints and renews it from a
+heartbeat thread; another runner skips a leased trial. A runner that died stops renewing, and its
+lease is taken over once expired — at once when its owner is a process of this machine that no
+longer exists (so rerunning after `kill -9` resumes immediately). Every change is a
+compare-and-set on the row, so two runners can never both believe they hold it.
 
 Fencing: the holder treats its lease as valid only until `TTL * SAFE` after its last renewal,
 earlier than anyone else may take it over; past that (the database unreachable, the process
@@ -37,17 +37,6 @@ SAFE = 0.75
 
 class LeaseLost(RuntimeError):
     """This process no longer holds the trial's lease: another runner may be training it."""
-
-
-def lease_url(tracking_uri: str, results_root: str | Path) -> str:
-    """Where the leases of a study tracked at `tracking_uri` live (see the module doc)."""
-    from ablate.distributed import driver_url
-
-    if tracking_uri.startswith("sqlite:///"):
-        return f"sqlite:///{Path(tracking_uri[len('sqlite:///') :]).resolve().parent / 'leases.db'}"
-    if tracking_uri.startswith(("postgresql", "postgres://")):
-        return driver_url(tracking_uri)
-    return f"sqlite:///{Path(results_root).resolve() / 'leases.db'}"
 
 
 def owner_id() -> str:

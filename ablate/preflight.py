@@ -1,6 +1,6 @@
 """Checks a command runs before it writes anything: every base model loads, the task's data
-reads, the results folder is writable. Each failure is a `ConfigError` of one line naming the
-folder or file, raised before an MLflow run, a results folder or a checkpoint exists.
+reads, the results folder and the results store are writable. Each failure is a `ConfigError` of
+one line naming the folder or file, raised before a run, a results folder or a checkpoint exists.
 
 Successful model and task checks are remembered for the process (keyed by the files' paths,
 sizes and modification times), so `preflight_study` is cheap the second time: the CLI runs it,
@@ -16,6 +16,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ablate import tracking
 from ablate.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -31,10 +32,14 @@ _models_ok: set[tuple] = set()
 _tasks_ok: set[tuple] = set()
 
 
-def preflight_study(study: Study, results_dir: str | os.PathLike) -> None:
-    """Every check a study needs before its first write: the results folder first (at once, no
-    model loaded), then every base model and the task's data, their problems in one ConfigError."""
-    check_results_dir(results_dir)
+def preflight_study(
+    study: Study, results_dir: str | os.PathLike, tracking_uri: str | None = None
+) -> None:
+    """Every check a study needs before its first write: the results folder and the results
+    store (`tracking_uri`, default the folder's) first, at once, no model loaded; then every base
+    model and the task's data, their problems in one ConfigError."""
+    root = check_results_dir(results_dir)
+    check_store(tracking_uri or tracking.default_uri(root))
     models = list(dict.fromkeys(model for _, model, _, _ in study.cells()))
     problems = []
     for check in (
@@ -103,10 +108,14 @@ def check_results_dir(path: str | os.PathLike) -> Path:
     except OSError as exc:
         what = "is not writable" if probe == root else f"cannot be created in {probe}"
         raise ConfigError(f"results folder {root} {what} ({exc.strerror})") from None
-    db = root / "mlflow.db"
-    if db.exists() and not os.access(db, os.W_OK):
-        raise ConfigError(f"{db} is not writable")
     return root
+
+
+def check_store(uri: str) -> None:
+    """The results store at `uri`, if it exists, can be written (creates nothing)."""
+    problem = tracking.open_store(uri).write_problem()
+    if problem:
+        raise ConfigError(problem)
 
 
 def _model_problem(name: str) -> str | None:

@@ -1,15 +1,15 @@
 """Run a study: preflight, the Pass@G phase (cached), then every trial not yet FINISHED, locally
 in one or N processes. Resume is free: finished trials are skipped, killed ones continue from
-their last checkpoint in the same MLflow run, logging each (metric, step) exactly once; a failed
-trial is recorded with its reason and the rest go on; any number of runners may share one
-results folder or tracking store (trial leases).
+their last checkpoint in the same run of the results store, logging each (metric, step) exactly
+once; a failed trial is recorded with its reason and the rest go on; any number of runners may
+share one results folder or store (trial leases). The store is reached through the tracking port
+(`ablate.tracking`), chosen by its URI.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
-import errno
 import json
 import traceback
 from collections.abc import Callable, Iterator
@@ -19,6 +19,8 @@ from typing import Any
 
 from ablate.errors import StoreError
 from ablate.study import Study, Trial
+from ablate.tracking import StudyStore
+from ablate.tracking import tags as tag
 
 TrialStart = Callable[[Trial, int, int], None]
 #: How a trial skipped because another runner holds its lease is described.
@@ -74,27 +76,26 @@ def run_study(
     from ablate import tracking
     from ablate.passk_phase import passk_phase
     from ablate.preflight import preflight_study
-    from ablate.tracking.views import mark_plan
 
     hooks = hooks or RunHooks()
     paths = results_paths(results_dir, study)
-    preflight_study(study, paths["root"])  # every input checked before anything is written
+    uri = tracking_uri or tracking.default_uri(paths["root"])
+    store = tracking.open_store(uri)
+    preflight_study(study, paths["root"], uri)  # every input checked before anything is written
     trials = identified_trials(study)
-    uri = tracking_uri or tracking.default_tracking_uri(paths["root"])
-    with store_errors(), setup_lock(paths["root"]):  # one migration and parent, whoever races
-        tracking.init_store(uri)
-        parent = tracking.MLflowStudy.open(uri, study.name)
-    with store_errors(), _parent_closed_on_error(parent):
-        tags = {"ablate.reference_arm": study.reference_arm, **tracking.environment_tags()}
-        parent.set_tags(tags)
-        mark_plan(parent, {t.id for t in trials})  # the UI's view: this plan's runs only
+    with store_errors(store), setup_lock(paths["root"]):  # one setup and parent, whoever races
+        store.init()
+        parent = store.open_study(study.name)
+    with store_errors(store), _parent_closed_on_error(parent):
+        parent.set_tags({tag.REFERENCE_ARM: study.reference_arm, **tracking.environment_tags()})
+        parent.mark_plan({t.id for t in trials})  # views and summaries: this plan's runs only
         if study.passk is not None:
             _notify(hooks.on_phase, "passk")
             table = passk_phase(study, paths["passk"], hooks.on_passk)  # cached per cell
             csv = paths["study"] / "passk.csv"
             csv.parent.mkdir(parents=True, exist_ok=True)
             table.to_csv(csv, index=False)
-            parent.log_artifact(csv)
+            parent.attach(csv)
         _notify(hooks.on_phase, "trials")
         statuses = parent.trial_status()
         todo = [t for t in trials if statuses.get(t.id) != "FINISHED"]
@@ -120,12 +121,13 @@ def _close_parent(parent, outcomes: list[TrialOutcome]) -> None:
 
 
 @contextlib.contextmanager
-def store_errors(trial: Trial | None = None) -> Iterator[None]:
-    """A failure of the results store (database, tracking server, disk) as one `StoreError`."""
+def store_errors(store: StudyStore, trial: Trial | None = None) -> Iterator[None]:
+    """A failure of the results store (database, tracking server, leases, disk), as the store
+    classifies its own errors, raised as one `StoreError`."""
     try:
         yield
     except Exception as exc:
-        if isinstance(exc, StoreError) or not _is_store_failure(exc):
+        if isinstance(exc, StoreError) or not store.is_failure(exc):
             raise
         raise _store_error(exc, trial) from exc
 
@@ -180,15 +182,15 @@ def trial_tags(study: Study, trial: Trial) -> dict[str, str]:
     s = trial.spec
     reference = study.arm(study.reference_arm).algorithm
     return {
-        "ablate.arm": trial.arm,
-        "ablate.trial_id": trial.id,
-        "ablate.current": "true",
-        "ablate.seed": str(s.seed),
-        "ablate.model": s.model,
-        "ablate.model_weights": s.model_weights,
-        "ablate.template": s.template,
-        "ablate.task": s.task,
-        "ablate.budget": json.dumps(s.budget.__dict__, sort_keys=True),
+        tag.ARM: trial.arm,
+        tag.TRIAL_ID: trial.id,
+        tag.CURRENT: "true",
+        tag.SEED: str(s.seed),
+        tag.MODEL: s.model,
+        tag.MODEL_WEIGHTS: s.model_weights,
+        tag.TEMPLATE: s.template,
+        tag.TASK: s.task,
+        tag.BUDGET: json.dumps(s.budget.__dict__, sort_keys=True),
         **tracking.algorithm_diff_tags(s.algorithm, reference),
         **tracking.environment_tags(),
     }
@@ -197,35 +199,36 @@ def trial_tags(study: Study, trial: Trial) -> dict[str, str]:
 def run_trial(
     study: Study, trial: Trial, uri: str, study_dir: Path, hooks: RunHooks, index: int, total: int
 ) -> TrialOutcome:
-    """Train one trial into its MLflow child run under the trial's lease. A trial another
-    runner holds is skipped; a failure of the trial is recorded, never raised; a results store
-    that cannot be written stops the study (`StoreError`), leaving the trial to resume."""
-    from ablate.lease import LeaseStore, TrialLease, lease_url
+    """Train one trial into its run of the store at `uri`, under the trial's lease. A trial
+    another runner holds is skipped; a failure of the trial is recorded, never raised; a results
+    store that cannot be written stops the study (`StoreError`), leaving the trial to resume."""
+    from ablate import tracking
+    from ablate.lease import LeaseStore, TrialLease
 
-    with store_errors(trial):
-        store = LeaseStore(lease_url(uri, Path(study_dir).parent))
-        lease = TrialLease(store, f"{study.name}/{trial.id}")
+    store = tracking.open_store(uri)
+    with store_errors(store, trial):
+        leases = LeaseStore(store.lease_url(Path(study_dir).parent))
+        lease = TrialLease(leases, f"{study.name}/{trial.id}")
         holder = lease.acquire()
     if holder is not None:
         out = _outcome(trial, "skipped", f"{LEASED_ELSEWHERE} ({holder})")
     else:
         try:
-            out = _run_leased(study, trial, uri, study_dir, hooks, (index, total), lease)
+            out = _run_leased(study, trial, store, study_dir, hooks, (index, total), lease)
         finally:
             lease.release()
     _notify(hooks.on_trial_end, out)
     return out
 
 
-def _run_leased(study, trial, uri, study_dir, hooks, position, lease) -> TrialOutcome:
-    from ablate import tracking
+def _run_leased(study, trial, store, study_dir, hooks, position, lease) -> TrialOutcome:
     from ablate.lease import LeaseLost
     from ablate.trainer import train
 
     _notify(hooks.on_trial_start, trial, *position)
     s = trial.spec
     try:
-        parent = tracking.MLflowStudy.open(uri, study.name)
+        parent = store.open_study(study.name)
         if parent.trial_status().get(trial.id) == "FINISHED":  # by another runner, just now
             return _outcome(trial, "skipped", "already FINISHED")
         run_name = f"{trial.arm} | {s.model} | {s.template} | seed {s.seed}"
@@ -233,7 +236,7 @@ def _run_leased(study, trial, uri, study_dir, hooks, position, lease) -> TrialOu
         tracker = parent.trial_tracker(trial.id, run_name=run_name, tags=tags, guard=lease.check)
         tracker.log_dict(trial.spec.as_dict(), "config.json")
     except Exception as exc:
-        if _is_store_failure(exc):
+        if store.is_failure(exc):
             raise _store_error(exc, trial) from exc
         raise
 
@@ -249,7 +252,7 @@ def _run_leased(study, trial, uri, study_dir, hooks, position, lease) -> TrialOu
     except LeaseLost as exc:
         return _outcome(trial, "skipped", str(exc))
     except Exception as exc:
-        if _is_store_failure(exc):
+        if store.is_failure(exc):
             raise _store_error(exc, trial) from exc
         message = "".join(traceback.format_exception_only(type(exc), exc)).strip()
         _close_failed(tracker, message)
@@ -257,16 +260,6 @@ def _run_leased(study, trial, uri, study_dir, hooks, position, lease) -> TrialOu
     else:
         out = _outcome(trial, result.outcome, result.message, result.final_eval)
     return out
-
-
-_STORE_MODULES = ("sqlalchemy", "sqlite3", "mlflow", "requests", "urllib3", "psycopg2")
-
-
-def _is_store_failure(exc: BaseException) -> bool:
-    """An error of the results store or disk, not of the trial: retrying later can succeed."""
-    if isinstance(exc, OSError) and exc.errno in (errno.EROFS, errno.EACCES, errno.ENOSPC):
-        return True
-    return type(exc).__module__.split(".")[0] in _STORE_MODULES
 
 
 def _store_error(exc: BaseException, trial: Trial | None = None) -> StoreError:
@@ -285,13 +278,11 @@ def _close_failed(tracker, message: str) -> None:
     """Record a crashed trial; if the tracking store itself is what failed, say so and go on."""
     import warnings
 
-    from ablate import tracking
-
     try:
-        tracker.set_tags({tracking.OUTCOME: "failed", tracking.OUTCOME_MESSAGE: message[:4000]})
+        tracker.set_tags({tag.OUTCOME: "failed", tag.OUTCOME_MESSAGE: message[:4000]})
         tracker.close("FAILED")
     except Exception as exc:  # the store is down too: the run stays RUNNING, a rerun resumes it
-        warnings.warn(f"could not record the failed trial in MLflow: {exc}", stacklevel=2)
+        warnings.warn(f"could not record the failed trial in the store: {exc}", stacklevel=2)
 
 
 #: a worker process's end of the progress queue (set by `_worker_init`)
@@ -359,41 +350,3 @@ def _run_parallel(study, todo, uri, study_dir, workers, hooks) -> list[TrialOutc
         progress.put(None)
         relay.join(timeout=10)
     return outcomes
-
-
-def summary_rows(runs, metric: str = "eval/pass_at_1") -> list[dict[str, Any]]:
-    """Mean and range over seeds of a trial's final eval metric, per arm × model × template,
-    from `tracking.load_runs` (so trials finished by earlier invocations count too). A diverged
-    trial counts as 0, the report's rule (`ablate.report.stats.measures.DIVERGED_RULE`): its last
-    eval may be from before it broke; `diverged` says how many of the `n` seeds did."""
-    col = f"metrics.{metric}"
-    if runs.empty or col not in runs:
-        return []
-    import pandas as pd
-
-    from ablate import tracking
-
-    column = f"tags.{tracking.OUTCOME}"
-    outcome = runs[column] if column in runs else pd.Series("", index=runs.index)
-    diverged = outcome.eq("diverged")
-    keep = (runs["status"] == "FINISHED") & (runs[col].notna() | diverged)
-    done = runs[keep].assign(
-        _value=runs[col].astype(float).where(~diverged, 0.0)[keep], _diverged=diverged[keep]
-    )
-    keys = ["tags.ablate.arm", "tags.ablate.model", "tags.ablate.template"]
-    rows = []
-    for (a, m, t), g in done.groupby(keys, sort=False):
-        v = g["_value"]
-        rows.append(
-            {
-                "arm": a,
-                "model": m,
-                "template": t,
-                "n": len(v),
-                "diverged": int(g["_diverged"].sum()),
-                "mean": v.mean(),
-                "min": v.min(),
-                "max": v.max(),
-            }
-        )
-    return rows

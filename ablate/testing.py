@@ -306,20 +306,20 @@ def study_data(
 
 
 def study_ledger(uri: str, study_name: str) -> dict[str, Any]:
-    """What a study left in its MLflow store, for exactly-once checks: `runs` (trial id ->
-    list of (run id, status), so a trial run twice shows two entries) and `rows` (trial id ->
-    metric -> step -> how many rows the store holds)."""
+    """What a study left in its results store (any, by URI), for exactly-once checks: `runs`
+    (trial id -> list of (run id, status), so a trial run twice shows two entries) and `rows`
+    (trial id -> metric -> step -> how many rows the store holds)."""
     from ablate import tracking
 
+    store = tracking.open_store(uri)
+    table = store.runs(study_name)
     runs: dict[str, list[tuple[str, str]]] = {}
     rows: dict[str, dict[str, dict[int, int]]] = {}
-    frame = tracking.load_runs(uri, study_name)
-    for _, run in frame.iterrows():
+    for _, run in table.runs.iterrows():
         runs.setdefault(run["trial_id"], []).append((run["run_id"], run["status"]))
-        keys = [c[len("metrics.") :] for c in frame.columns if c.startswith("metrics.")]
         per_key = rows.setdefault(run["trial_id"], {})
-        for key in keys:
-            counts = tracking.metric_rows_per_step(uri, run["run_id"], key)
+        for key in table.metrics_of(run["run_id"]):
+            counts = store.metric_rows_per_step(run["run_id"], key)
             if counts:
                 per_key[key] = counts
     return {"runs": runs, "rows": rows}

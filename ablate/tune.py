@@ -4,9 +4,9 @@ Every tune trial is the study's reference arm on its first base model, template 
 sampled values applied to the Algorithm or the Optim. TPE (seeded) proposes values; MedianPruner
 stops a trial whose eval pass@1 at a periodic eval (`EvalSpec.every`) falls below the median of
 earlier trials at that step. Pruning exists only here: `ablate run` compares arms at a matched
-budget and never stops one early. Each tune trial is a child run of the MLflow parent
-`<study>-tune`; the Optuna study (same name) lives in `--storage`, by default a sqlite file next
-to the MLflow database, so running `ablate tune` again continues the same search.
+budget and never stops one early. Each tune trial is a trial run of the results-store study
+`<study>-tune`; the Optuna study (same name) lives in `--storage`, by default a sqlite file in the
+results folder, so running `ablate tune` again continues the same search.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from ablate.errors import StudyError, TrialError
 from ablate.spec import TrialSpec
 from ablate.study import SearchSpace, Study, Trial
+from ablate.tracking import tags as tag
 from ablate.trainer import train  # a module attribute, so tests can stub the trainer
 
 if TYPE_CHECKING:
@@ -61,9 +62,9 @@ def tune(
             "search={'lr': SearchSpace(low=1e-5, high=1e-4, log=True, target='optim')}"
         )
     root = Path(results_dir).resolve()
-    uri = tracking_uri or tracking.default_tracking_uri(root)
-    tracking.init_store(uri)
-    parent = tracking.MLflowStudy.open(uri, f"{study.name}-tune")
+    store = tracking.open_store(tracking_uri or tracking.default_uri(root))
+    store.init()
+    parent = store.open_study(f"{study.name}-tune")
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     search = optuna.create_study(
         storage=storage or f"sqlite:///{root / 'optuna.db'}",
@@ -73,8 +74,8 @@ def tune(
         sampler=optuna.samplers.TPESampler(seed=seed),
         pruner=optuna.pruners.MedianPruner(n_startup_trials=startup_trials),
     )
-    # Trial numbers restart if the Optuna storage is lost while MLflow is kept: this token keeps
-    # MLflow trial ids unique anyway.
+    # Trial numbers restart if the Optuna storage is lost while the results store is kept: this
+    # token keeps the store's trial ids unique anyway.
     if "ablate_tune_token" not in search.user_attrs:
         search.set_user_attr("ablate_tune_token", uuid.uuid4().hex[:8])
     objective = _objective(study, base_trial(study), parent, search.user_attrs["ablate_tune_token"])
@@ -132,8 +133,6 @@ def apply(
 def _objective(study: Study, base: Trial, parent, token: str):
     import optuna
 
-    from ablate import tracking
-
     def objective(trial: optuna.Trial) -> float:
         values = sample(trial, study.search)
         spec = apply(base.spec, study.search, values, f"{study.name}-tune")
@@ -144,25 +143,23 @@ def _objective(study: Study, base: Trial, parent, token: str):
             f"{spec.id}-{token}-{trial.number}",
             run_name=f"tune {trial.number}: {label}",
             tags={
-                "ablate.arm": base.arm,
-                "ablate.seed": str(spec.seed),
-                "ablate.model": spec.model,
-                "ablate.template": spec.template,
-                "ablate.tune.number": str(trial.number),
-                **{f"ablate.tune.{k}": str(v) for k, v in values.items()},
+                tag.ARM: base.arm,
+                tag.SEED: str(spec.seed),
+                tag.MODEL: spec.model,
+                tag.TEMPLATE: spec.template,
+                f"{tag.TUNE}number": str(trial.number),
+                **{f"{tag.TUNE}{k}": str(v) for k, v in values.items()},
             },
         )
         tracker.log_dict(spec.as_dict(), "config.json")
         try:
             result = train(spec, tracker=tracker, run_dir=None, progress=_pruning(trial))
         except optuna.TrialPruned:
-            tracker.set_tags({tracking.OUTCOME: "pruned"})
+            tracker.set_tags({tag.OUTCOME: "pruned"})
             tracker.close("KILLED")
             raise
         except Exception as exc:
-            tracker.set_tags(
-                {tracking.OUTCOME: "failed", tracking.OUTCOME_MESSAGE: str(exc)[:4000]}
-            )
+            tracker.set_tags({tag.OUTCOME: "failed", tag.OUTCOME_MESSAGE: str(exc)[:4000]})
             tracker.close("FAILED")
             raise
         tracker.close("FAILED" if result.outcome == "failed" else "FINISHED")
@@ -197,6 +194,6 @@ def _result(study: Study, search: optuna.Study) -> TuneResult:
     except ValueError:  # no trial completed
         raise StudyError(
             f"tune {study.name!r}: no trial completed ({len(rows)} tried); "
-            "see the FAILED runs in MLflow"
+            "see the FAILED runs in the results store"
         ) from None
     return TuneResult(f"{study.name}-tune", dict(best.params), float(best.value), rows)

@@ -16,7 +16,7 @@ import time
 
 from ablate.presets import baseline, baseline_names
 from ablate.spec import Budget, EvalSpec, TrialSpec
-from ablate.trackers import MemoryTracker
+from ablate.tracking import MemoryTracker
 from ablate.trainer import train
 
 #: per-step policy statistics worth a column: (metric, column head)

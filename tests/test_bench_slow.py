@@ -15,7 +15,7 @@ pytestmark = pytest.mark.slow
 
 def test_trl_and_ablate_steps_alternate_on_identical_work(tmp_path):
     pytest.importorskip("trl")
-    from ablate.trackers import MemoryTracker
+    from ablate.tracking import MemoryTracker
     from devtools.bench.models import model_dir
     from devtools.bench.step import StepCase
     from devtools.bench.trl_step import run_pair

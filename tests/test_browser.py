@@ -196,7 +196,7 @@ def test_ui_opens_the_study_on_its_runs_grouped_by_arm(study, ui, ui_page):
     assert "/runs" in page.url and "/overview" not in page.url
     body = page.inner_text("body")
     assert "No data available" not in body and "Detect Issues" not in body  # not the GenAI page
-    runs = tracking.load_runs(tracking.default_tracking_uri(root / "results"), "browser_check")
+    runs = tracking.open_store(tracking.default_uri(root / "results")).runs("browser_check").runs
     assert len(runs) == 6
     for name in runs["run_name"]:  # one row per trial, named arm | model | template | seed N
         assert name in body
@@ -228,7 +228,8 @@ def test_report_is_an_artifact_of_the_study_run(study, ui, ui_page):
     root, report = study
     page, _ = ui_page
     links = [line.split(": ", 1)[1].strip() for line in ui[2] if "browser_check report:" in line]
-    run_id = tracking.study_run_id(tracking.default_tracking_uri(root / "results"), "browser_check")
+    store = tracking.open_store(tracking.default_uri(root / "results"))
+    run_id = store.find_study("browser_check").run_id
     assert links and f"/runs/{run_id}/artifacts/report/report.html" in links[0]
     page.goto(links[0])
     frame = page.frame_locator("iframe").first

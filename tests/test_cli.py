@@ -124,7 +124,7 @@ def test_report_of_a_database_without_the_study_says_so(tmp_path, capsys):
     from ablate import tracking
 
     results, out = tmp_path / "results", tmp_path / "reports"
-    tracking.init_store(tracking.default_tracking_uri(results))  # a database, no runs
+    tracking.open_store(tracking.default_uri(results)).init()  # a database, no runs
     study = str(Path(__file__).parents[1] / "studies" / "quickstart.py")
     assert main(["report", study, "--results", str(results), "--out", str(out)]) == 2
     assert "no runs of study 'quickstart'" in capsys.readouterr().err
@@ -132,23 +132,24 @@ def test_report_of_a_database_without_the_study_says_so(tmp_path, capsys):
 
 
 def test_summary_counts_a_diverged_seed_as_zero_and_says_so(tmp_path, capsys, monkeypatch):
-    import pandas as pd
-
-    from ablate import tracking
     from ablate.commands.run import print_summary
     from ablate.study import Study, arm
+    from ablate.tracking import RunRecord, RunTable
+    from ablate.tracking.mlflow import MLflowStore
 
-    runs = pd.DataFrame(
-        {
-            "status": ["FINISHED", "FINISHED", "FINISHED", "FINISHED"],
-            "metrics.eval/pass_at_1": [0.6, 0.55, 0.5, 0.4],
-            "tags.ablate.outcome": ["finished", "diverged", "diverged", "finished"],
-            "tags.ablate.arm": ["a", "a", "a", "b"],
-            "tags.ablate.model": ["rl_ready"] * 4,
-            "tags.ablate.template": ["plain"] * 4,
-        }
+    cells = [(0.6, "finished", "a"), (0.55, "diverged", "a"), (0.5, "diverged", "a")]
+    cells.append((0.4, "finished", "b"))
+    tags = {"ablate.model": "rl_ready", "ablate.template": "plain"}
+    runs = RunTable.from_records(
+        RunRecord(
+            f"r{i}",
+            "FINISHED",
+            tags={**tags, "ablate.outcome": outcome, "ablate.arm": arm_},
+            metrics={"eval/pass_at_1": value},
+        )
+        for i, (value, outcome, arm_) in enumerate(cells)
     )
-    monkeypatch.setattr(tracking, "load_runs", lambda uri, name: runs)
+    monkeypatch.setattr(MLflowStore, "runs", lambda self, name: runs)
     study = Study(name="s", base_models=["rl_ready"], arms=[arm("a", "grpo"), arm("b", "grpo")])
     print_summary(study, [], str(tmp_path))
     rows = {

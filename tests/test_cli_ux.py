@@ -111,14 +111,13 @@ def test_step_lines_every_n_steps_at_evals_and_at_the_end():
 
 
 def test_summary_names_the_results_folder_to_browse(tmp_path, capsys, monkeypatch):
-    import pandas as pd
-
-    from ablate import tracking
     from ablate.commands.run import print_summary
     from ablate.study import Study, arm
+    from ablate.tracking import RunTable
+    from ablate.tracking.mlflow import MLflowStore
 
     monkeypatch.setenv("COLUMNS", "300")
-    monkeypatch.setattr(tracking, "load_runs", lambda uri, name: pd.DataFrame())
+    monkeypatch.setattr(MLflowStore, "runs", lambda self, name: RunTable.from_records([]))
     study = Study(name="s", base_models=["rl_ready"], arms=[arm("a", "grpo")])
     results = tmp_path / "my results"
     print_summary(study, [], str(results))

@@ -19,15 +19,15 @@ from ablate.distributed import (
     Heartbeat,
     WorkerConfig,
     claim_waiting,
-    driver_url,
     prepare,
     run_worker,
 )
 from ablate.errors import ConfigError
 from ablate.runner import TrialOutcome, identified_trials
+from ablate.sql_urls import driver_url
 from ablate.study import Budget, EvalSpec, Study, arm, load_study
 from ablate.testing import zoo_model_built
-from ablate.tracking import MLflowStudy, load_runs
+from ablate.tracking import StudyRun, open_store
 
 pytestmark = pytest.mark.filterwarnings("ignore:The ``noload`` loader strategy:DeprecationWarning")
 
@@ -82,14 +82,14 @@ def config(tmp_path, mlflow_uri) -> WorkerConfig:
 
 @pytest.fixture
 def ran(monkeypatch) -> list[str]:
-    """Replace the trainer behind `run_trial`: finish the trial's MLflow run, record its id."""
+    """Replace the trainer behind `run_trial`: finish the trial's run, record its id."""
     calls: list[str] = []
-    parents: dict[tuple[str, str], MLflowStudy] = {}  # opening one costs ~0.6 s
+    parents: dict[tuple[str, str], StudyRun] = {}  # opening one costs ~0.6 s
 
     def fake_run_trial(study, trial, uri, study_dir, hooks, index, total):
         calls.append(trial.id)
         if (uri, study.name) not in parents:
-            parents[uri, study.name] = MLflowStudy.open(uri, study.name)
+            parents[uri, study.name] = open_store(uri).open_study(study.name)
         parent = parents[uri, study.name]
         tracker = parent.trial_tracker(trial.id, run_name="x", tags={})
         tracker.close("FINISHED")
@@ -117,7 +117,7 @@ def optuna_trials(config: WorkerConfig, name: str):
 def test_worker_runs_each_trial_once_skips_finished_and_invents_none(config, ran):
     study = six_trial_study("fast")
     ids = [t.id for t in identified_trials(study)]
-    MLflowStudy.open(config.tracking_uri, study.name).trial_tracker(
+    open_store(config.tracking_uri).open_study(study.name).trial_tracker(
         ids[0], run_name="done before", tags={}
     ).close("FINISHED")
 
@@ -240,7 +240,7 @@ def test_two_workers_share_a_study_on_postgres(postgres, tmp_path):
     assert [w.returncode for w in workers] == [0, 0], "\n".join(logs)
     counts = [int(re.search(r"worker ran (\d+) trial", log).group(1)) for log in logs]
     assert sum(counts) == 6, logs  # split between the workers as they come (not asserted)
-    runs = load_runs(driver_url(postgres["mlflow"]), "dist")
+    runs = open_store(driver_url(postgres["mlflow"])).runs("dist").runs
     expected = {t.id for t in identified_trials(load_study(study_file))}
     assert len(runs) == 6 and set(runs["trial_id"]) == expected  # no trial ran twice
     assert set(runs["status"]) == {"FINISHED"}

@@ -19,7 +19,7 @@ import pytest
 from ablate import tracking
 from ablate.checkpoint import WEIGHTS, CheckpointWarning, checkpoint_dirs
 from ablate.errors import StoreError
-from ablate.lease import LeaseStore, lease_url
+from ablate.lease import LeaseStore
 from ablate.runner import RunHooks, identified_trials, run_study
 from ablate.study import load_study
 from ablate.testing import exactly_once_problems, study_ledger, zoo_model_built
@@ -59,7 +59,7 @@ def shared_uri(tmp_path_factory) -> str:
     """One MLflow database for the module (migrating a fresh one costs seconds); each test
     runs the study under its own name in it."""
     uri = f"sqlite:///{tmp_path_factory.mktemp('mlflow') / 'mlflow.db'}"
-    tracking.init_store(uri)
+    tracking.open_store(uri).init()
     return uri
 
 
@@ -80,8 +80,9 @@ def reference(study_path, shared_uri, tmp_path_factory) -> list[tuple[int, float
 
 
 def reward_curve(uri: str, study) -> list[tuple[int, float]]:
-    (run_id,) = tracking.load_runs(uri, study.name)["run_id"]
-    return tracking.metric_history(uri, run_id, "reward/mean")
+    store = tracking.open_store(uri)
+    (run_id,) = store.runs(study.name).runs["run_id"]
+    return store.metric_history(run_id, "reward/mean")
 
 
 def assert_exactly_once(study, uri: str) -> None:
@@ -138,20 +139,22 @@ def test_kill_then_corrupt_latest_checkpoint_falls_back_to_the_previous(
 def test_store_failure_mid_trial_is_one_error_and_a_rerun_recovers(
     study, shared_uri, reference, tmp_path, monkeypatch
 ):
+    from ablate.tracking.mlflow_tracker import MLflowTracker
+
     results = tmp_path / "results"
-    send = tracking.MLflowTracker._send
+    send = MLflowTracker._send
 
     def read_only_from_step_3(self, rows):
         if any(step >= 3 for *_, step in rows):
             raise sqlite3.OperationalError("attempt to write a readonly database")
         send(self, rows)
 
-    monkeypatch.setattr(tracking.MLflowTracker, "_send", read_only_from_step_3)
+    monkeypatch.setattr(MLflowTracker, "_send", read_only_from_step_3)
     with pytest.raises(StoreError, match=r"readonly database.*resume from their last checkpoint"):
         run_study(study, results_dir=results, tracking_uri=shared_uri)
-    runs = tracking.load_runs(shared_uri, study.name)
+    runs = tracking.open_store(shared_uri).runs(study.name).runs
     assert list(runs["status"]) == ["RUNNING"]  # not marked FAILED: it was not the trial's fault
-    monkeypatch.setattr(tracking.MLflowTracker, "_send", send)  # the disk is writable again
+    monkeypatch.setattr(MLflowTracker, "_send", send)  # the disk is writable again
     run_study(study, results_dir=results, tracking_uri=shared_uri)
     assert_exactly_once(study, shared_uri)
     assert reward_curve(shared_uri, study) == reference
@@ -160,14 +163,21 @@ def test_store_failure_mid_trial_is_one_error_and_a_rerun_recovers(
 def test_a_trial_leased_by_a_live_runner_is_skipped_untouched(study, shared_uri, tmp_path):
     results = tmp_path / "results"
     (trial,) = identified_trials(study)
-    store = LeaseStore(lease_url(shared_uri, results))
-    assert store.acquire(f"{study.name}/{trial.id}", "other-machine:1:abcd") is None
+    store = tracking.open_store(shared_uri)
+    leases = LeaseStore(store.lease_url(results))
+    assert leases.acquire(f"{study.name}/{trial.id}", "other-machine:1:abcd") is None
     (outcome,) = run_study(study, results_dir=results, tracking_uri=shared_uri)
     assert outcome.outcome == "skipped" and "other-machine:1:abcd" in outcome.message
-    assert tracking.load_runs(shared_uri, study.name).empty  # no run created for it
+    assert store.runs(study.name).empty  # no run created for it
     assert not trial_dir(results, study).exists()
-    parent = tracking._client(shared_uri).get_run(tracking.study_run_id(shared_uri, study.name))
-    assert parent.info.status == "RUNNING"  # the runner still training it closes the study
+    assert parent_status(shared_uri, study.name) == "RUNNING"  # its runner closes the study
+
+
+def parent_status(uri: str, study_name: str) -> str:
+    from mlflow.tracking import MlflowClient
+
+    run_id = tracking.open_store(uri).find_study(study_name).run_id
+    return MlflowClient(uri).get_run(run_id).info.status
 
 
 def trial_dir(results: Path, study) -> Path:

@@ -24,9 +24,10 @@ import pytest
 
 from ablate import tracking
 from ablate.checkpoint import checkpoint_dirs
-from ablate.distributed import TRIAL_ATTR, driver_url
-from ablate.lease import TABLE, lease_url
+from ablate.distributed import TRIAL_ATTR
+from ablate.lease import TABLE
 from ablate.runner import identified_trials
+from ablate.sql_urls import driver_url
 from ablate.study import load_study
 from ablate.testing import exactly_once_problems, study_ledger, zoo_model_built
 
@@ -139,12 +140,12 @@ def ledger_problems(uri: str, study_file: Path) -> list[str]:
 
 def resumes(uri: str, study_name: str) -> dict[str, str]:
     """trial id -> its run's `ablate.resumes` tag ("0" when never resumed)."""
-    runs = tracking.load_runs(uri, study_name)
-    column = runs.get("tags.ablate.resumes")
-    values = column if column is not None else [None] * len(runs)
-    return {
-        t: (v if isinstance(v, str) else "0") for t, v in zip(runs["trial_id"], values, strict=True)
-    }
+    runs = tracking.open_store(uri).runs(study_name).runs
+    return {t: str(v) for t, v in zip(runs["trial_id"], runs["resumes"], strict=True)}
+
+
+def lease_url(uri: str, results: Path) -> str:
+    return tracking.open_store(uri).lease_url(results)
 
 
 def leases_left(url: str) -> list[tuple[str, str]]:
@@ -208,12 +209,12 @@ def kill_study(tmp_path_factory) -> Path:
 
 def curves(uri: str, study_name: str) -> dict[str, dict[str, list[tuple[int, float]]]]:
     """trial id -> metric -> [(step, value)] for every metric that is not a timing."""
-    runs = tracking.load_runs(uri, study_name)
-    keys = [c[len("metrics.") :] for c in runs.columns if c.startswith("metrics.")]
-    keys = [k for k in keys if not TIMING.search(k)]
+    store = tracking.open_store(uri)
+    table = store.runs(study_name)
+    keys = [k for k in table.metrics.columns if not TIMING.search(k)]
     out: dict[str, dict[str, list[tuple[int, float]]]] = {}
-    for trial_id, run_id in zip(runs["trial_id"], runs["run_id"], strict=True):
-        out[trial_id] = {k: tracking.metric_history(uri, run_id, k) for k in keys}
+    for trial_id, run_id in zip(table.runs["trial_id"], table.runs["run_id"], strict=True):
+        out[trial_id] = {k: store.metric_history(run_id, k) for k in keys}
     return out
 
 
@@ -223,7 +224,7 @@ def reference_curves(kill_study, tmp_path_factory):
     results = tmp_path_factory.mktemp("reference") / "results"
     code, log = run_to_end(ablate_run(kill_study, results), results.parent / "run.log")
     assert code == 0, tail(log)
-    return curves(tracking.default_tracking_uri(results), KILL_STUDY)
+    return curves(tracking.default_uri(results), KILL_STUDY)
 
 
 @pytest.mark.slow
@@ -232,7 +233,7 @@ def test_kill_at_fault_point_then_rerun_is_exactly_once_and_bit_identical(
     fault, kill_study, reference_curves, tmp_path
 ):
     results = tmp_path / "results"
-    uri = tracking.default_tracking_uri(results)
+    uri = tracking.default_uri(results)
     first, second = trial_ids(kill_study)
 
     code, log = run_to_end(
@@ -240,13 +241,14 @@ def test_kill_at_fault_point_then_rerun_is_exactly_once_and_bit_identical(
     )
 
     assert code == -signal.SIGKILL, f"{fault}: the run should have killed itself\n{tail(log)}"
-    runs = tracking.load_runs(uri, KILL_STUDY)
+    runs = tracking.open_store(uri).runs(KILL_STUDY).runs
     # it died in the first trial, whose run it left RUNNING
     assert list(zip(runs["trial_id"], runs["status"], strict=True)) == [(first, "RUNNING")]
     ckpts, logged = AFTER_KILL[fault]
     killed_dir = trial_dir(results, KILL_STUDY, first)
     assert checkpoint_steps(killed_dir) == ckpts
-    steps = [s for s, _ in tracking.metric_history(uri, runs["run_id"][0], "reward/mean")]
+    curve = tracking.open_store(uri).metric_history(runs["run_id"][0], "reward/mean")
+    steps = [s for s, _ in curve]
     assert steps == logged, f"{fault}: metrics in MLflow at the kill"
     if fault.startswith("checkpoint_files_written"):  # the half-written one never counts
         assert list((killed_dir / "checkpoints").glob("step-000004.tmp-*"))
@@ -304,13 +306,13 @@ def test_two_runs_started_together_train_each_trial_once(tmp_path):
     logs = [(tmp_path / f"run{i}.log").read_text() for i in range(2)]
 
     assert [p.returncode for p in procs] == [0, 0], "\n---\n".join(tail(x) for x in logs)
-    uri = tracking.default_tracking_uri(results)
+    uri = tracking.default_uri(results)
     assert ledger_problems(uri, study_file) == []
     assert resumes(uri, "twin") == dict.fromkeys(ids, "0")  # no trial was started twice
     assert leases_left(lease_url(uri, results)) == []
     # Who trained each trial: the lease holders seen while its run was open (a runner that
     # takes a lease after the run closed only finds the trial FINISHED and lets go).
-    runs = tracking.load_runs(uri, "twin").set_index("trial_id")
+    runs = tracking.open_store(uri).runs("twin").runs.set_index("trial_id")
     pids = {str(p.pid) for p in procs}
     trainers = {
         t: {
@@ -566,5 +568,5 @@ def test_results_disk_full_mid_trial_stops_in_one_line_then_recovers(tmp_path):
         (fs / "filler").unlink()  # space freed
         code, log = run_to_end(ablate_run(study_file, results), tmp_path / "rerun.log")
         assert code == 0, tail(log)
-        uri = tracking.default_tracking_uri(results)
+        uri = tracking.default_uri(results)
         assert ledger_problems(uri, study_file) == []

@@ -10,7 +10,8 @@ import time
 
 import pytest
 
-from ablate.lease import LeaseLost, LeaseStore, TrialLease, file_lock, lease_url, owner_is_dead
+from ablate.lease import LeaseLost, LeaseStore, TrialLease, file_lock, owner_is_dead
+from ablate.tracking import open_store
 
 
 @pytest.fixture
@@ -109,13 +110,20 @@ def test_a_holder_whose_lease_was_taken_knows_it(store):
     assert store.holder("k")[0] == "thief"  # releasing does not touch the new holder's lease
 
 
-def test_lease_database_follows_the_tracking_store(tmp_path):
+def lease_url(tracking_uri: str, results_root) -> str:
+    return open_store(tracking_uri).lease_url(results_root)
+
+
+def test_lease_database_follows_the_results_store(tmp_path):
     assert lease_url(f"sqlite:///{tmp_path}/db/mlflow.db", tmp_path / "r") == (
         f"sqlite:///{tmp_path}/db/leases.db"
     )
     assert lease_url("postgresql://u@h/mlflow", tmp_path).startswith("postgresql+psycopg2://u@h")
     assert lease_url("http://127.0.0.1:5000", tmp_path / "r") == (
         f"sqlite:///{(tmp_path / 'r').resolve()}/leases.db"
+    )
+    assert lease_url(f"jsonl://{tmp_path}/store", tmp_path / "r") == (
+        f"sqlite:///{tmp_path}/store/leases.db"  # in the file store's own folder
     )
 
 

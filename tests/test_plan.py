@@ -31,9 +31,9 @@ def study(seeds=(0, 1, 2), effect=0.02) -> Study:
 @pytest.fixture(scope="module")
 def pilot(tmp_path_factory):
     results = tmp_path_factory.mktemp("pilot")
-    uri = tracking.default_tracking_uri(results)
-    tracking.init_store(uri)
-    parent = tracking.MLflowStudy.open(uri, "planned")
+    store = tracking.open_store(tracking.default_uri(results))
+    store.init()
+    parent = store.open_study("planned")
     for trial in study().trials():
         tags = {
             "ablate.arm": trial.arm,

@@ -1,4 +1,5 @@
-"""Tables (Markdown / LaTeX / CSV), figures and the whole report, on a synthetic MLflow study."""
+"""Tables (Markdown / LaTeX / CSV), figures and the whole report, on a synthetic MLflow study;
+the report's attachment to the study's parent run leaves the run's status alone."""
 
 from __future__ import annotations
 
@@ -30,7 +31,7 @@ def tiny_study() -> Study:
     )
 
 
-def log_trial(parent: tracking.MLflowStudy, trial, rng, outcome="finished") -> None:
+def log_trial(parent: tracking.StudyRun, trial, rng, outcome="finished", close=True) -> None:
     tags = {
         "ablate.arm": trial.arm,
         "ablate.seed": str(trial.spec.seed),
@@ -82,16 +83,18 @@ def log_trial(parent: tracking.MLflowStudy, trial, rng, outcome="finished") -> N
             "ablate.outcome_message": "" if outcome == "finished" else "NaN loss",
         }
     )
-    tracker.close("FINISHED")
+    if close:
+        tracker.close("FINISHED")
 
 
 @pytest.fixture(scope="module")
 def report(tmp_path_factory):
     results, out = tmp_path_factory.mktemp("results"), tmp_path_factory.mktemp("reports")
     study, rng = tiny_study(), np.random.default_rng(0)
-    uri = tracking.default_tracking_uri(results)
-    tracking.init_store(uri)
-    parent = tracking.MLflowStudy.open(uri, study.name)
+    uri = tracking.default_uri(results)
+    store = tracking.open_store(uri)
+    store.init()
+    parent = store.open_study(study.name)
     trials = study.trials()
     for trial in trials[:-2]:  # dr_grpo seed 2 missing, dr_grpo seed 1 diverged
         log_trial(parent, trial, rng)
@@ -124,7 +127,7 @@ def test_incomplete_trials_are_listed_and_diverged_ones_enter_the_headline_as_ze
     folder = report[3]
     incomplete = pd.read_csv(folder / "tables" / "incomplete.csv")
     assert sorted(incomplete["status"]) == ["FINISHED", "MISSING"]
-    assert set(incomplete["reason"]) == {"NaN loss", "no MLflow run (not started)"}
+    assert set(incomplete["reason"]) == {"NaN loss", "no run (not started)"}
     main = pd.read_csv(folder / "tables" / "main.csv").set_index("arm")
     assert main.loc["grpo", "seeds"] == "3/3"
     assert main.loc["dr_grpo", "seeds"] == "2/3 (1 diverged, 1 failed/missing)"
@@ -146,12 +149,56 @@ def test_incomplete_trials_are_listed_and_diverged_ones_enter_the_headline_as_ze
     assert survival.loc["dr_grpo", ["planned", "finished", "diverged"]].tolist() == [3, 1, 1]
 
 
+def parent_status(uri: str, study_name: str) -> str:
+    from mlflow.tracking import MlflowClient
+
+    run_id = tracking.open_store(uri).find_study(study_name).run_id
+    return MlflowClient(uri).get_run(run_id).info.status
+
+
 def test_report_is_attached_to_the_study_run(report):
     study, _, uri, _ = report
-    run_id = tracking.study_run_id(uri, study.name)
-    attached = tracking.list_artifacts(uri, run_id, "report")
+    store = tracking.open_store(uri)
+    attached = store.list_artifacts(store.find_study(study.name).run_id, "report")
     assert "report/report.html" in attached and "report/tables" in attached
-    assert tracking._client(uri).get_run(run_id).info.status == "FINISHED"
+    assert parent_status(uri, study.name) == "FINISHED"  # as it was
+
+
+STUDY_FILE = f"""
+from ablate.study import Budget, EvalSpec, Study, arm
+
+STUDY = Study(
+    name="synth",
+    base_models=["hopeless"],
+    arms=[arm("grpo", "grpo", kl_coef=0.0), arm("dr_grpo", "dr_grpo")],
+    seeds=[0, 1, 2],
+    budget=Budget(max_steps={STEPS}, prompts_per_step=2, group_size=2, max_new_tokens=16),
+    eval=EvalSpec(every=2, n_samples=2, ks=(1, 2), max_problems=3),
+    passk=None,
+)
+"""
+
+
+def test_ablate_report_leaves_a_study_still_training_elsewhere_running(tmp_path):
+    """A report written while another runner trains a trial must not close the study's parent
+    run: that runner closes it when it is done (the runner's rule, `runner._close_parent`)."""
+    from ablate.cli import main
+
+    study_file = tmp_path / "synth.py"
+    study_file.write_text(STUDY_FILE)
+    study, rng, results = tiny_study(), np.random.default_rng(1), tmp_path / "results"
+    uri = tracking.default_uri(results)
+    store = tracking.open_store(uri)
+    store.init()
+    parent = store.open_study(study.name)
+    trials = study.trials()
+    for trial in trials[:-1]:
+        log_trial(parent, trial, rng)
+    log_trial(parent, trials[-1], rng, close=False)  # RUNNING in another runner
+    argv = ["report", str(study_file), "--results", str(results), "--out", str(tmp_path / "r")]
+    assert main(argv) == 0
+    assert parent_status(uri, study.name) == "RUNNING"
+    assert "report/report.md" in store.list_artifacts(parent.run_id, "report")
 
 
 def test_load_reads_curves_and_samples_and_caches_them(report):

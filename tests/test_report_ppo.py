@@ -17,9 +17,10 @@ def test_ppo_arm_and_critic_cost_in_the_report(tmp_path):
         eval=EvalSpec(every=1, n_samples=2, ks=(1,), max_problems=2),
         passk=None,
     )
-    uri = tracking.default_tracking_uri(tmp_path / "results")
-    tracking.init_store(uri)
-    parent = tracking.MLflowStudy.open(uri, study.name)
+    uri = tracking.default_uri(tmp_path / "results")
+    store = tracking.open_store(uri)
+    store.init()
+    parent = store.open_study(study.name)
     for trial in study.trials():
         tags = {
             "ablate.arm": trial.arm,

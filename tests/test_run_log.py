@@ -86,19 +86,24 @@ def test_train_with_results_is_a_trial_run_of_an_adhoc_study(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "grpo [group_size=2, prompts_per_step=2] on hopeless (plain), seed 0: finished" in out
     assert f"browse: ablate ui --results {results}" in out
-    runs = tracking.load_runs(tracking.default_tracking_uri(results), "train")
+    table = tracking.open_store(tracking.default_uri(results)).runs("train")
+    runs = table.runs
     assert len(runs) == 1 and runs["status"].tolist() == ["FINISHED"]
     run = runs.iloc[0]
     # a study trial's tags, params and metrics
-    assert run["tags.ablate.arm"] == "grpo[group_size=2,prompts_per_step=2]"
-    assert run["tags.ablate.model"] == "hopeless" and run["tags.ablate.outcome"] == "finished"
-    assert '"group_size": 2' in run["tags.ablate.budget"]
-    assert sum(c.startswith("params.algo.") for c in runs.columns) >= 21
-    assert run["metrics.eval/pass_at_1"] >= 0
+    assert run["arm"] == "grpo[group_size=2,prompts_per_step=2]"
+    assert run["model"] == "hopeless" and run["outcome"] == "finished"
+    assert table.params["budget.group_size"].iloc[0] == "2"
+    from mlflow.tracking import MlflowClient
+
+    tags = MlflowClient(tracking.default_uri(results)).get_run(run["run_id"]).data.tags
+    assert '"group_size": 2' in tags["ablate.budget"]
+    assert sum(c.startswith("algo.") for c in table.params.columns) >= 21
+    assert table.metric("eval/pass_at_1").iloc[0] >= 0
     assert (results / "train" / "trials" / run["trial_id"]).is_dir()  # its checkpoints
     assert main(argv) == 0  # the same trial again: kept, not retrained
     assert "already FINISHED: nothing to train" in capsys.readouterr().out
-    assert len(tracking.load_runs(tracking.default_tracking_uri(results), "train")) == 1
+    assert len(tracking.open_store(tracking.default_uri(results)).runs("train")) == 1
 
 
 def test_train_refuses_run_dir_with_results(tmp_path, capsys):

@@ -52,8 +52,7 @@ def ablate_run(study: Path, results: Path, **kw) -> subprocess.Popen:
 
 
 def finished_runs(results: Path):
-    runs = tracking.load_runs(tracking.default_tracking_uri(results), "six")
-    return runs
+    return tracking.open_store(tracking.default_uri(results)).runs("six")
 
 
 def test_sigkill_mid_trial_then_rerun_gives_exactly_six_finished_runs(tmp_path):
@@ -70,16 +69,17 @@ def test_sigkill_mid_trial_then_rerun_gives_exactly_six_finished_runs(tmp_path):
     assert proc.poll() is None, "the study ended before it could be killed"
     proc.send_signal(signal.SIGKILL)
     proc.wait()
-    killed = finished_runs(results)
+    killed = finished_runs(results).runs
     assert "RUNNING" in set(killed["status"]), "the kill should leave one trial RUNNING"
     rerun = ablate_run(study, results)
     _, err = rerun.communicate(timeout=300)
     assert rerun.returncode == 0, err.decode()[-2000:]
-    runs = finished_runs(results)
+    table = finished_runs(results)
+    runs = table.runs
     expected = {t.id for t in identified_trials(load_study(study))}
     assert len(runs) == 6 and set(runs["trial_id"]) == expected
     assert set(runs["status"]) == {"FINISHED"}
-    params = [c for c in runs.columns if c.startswith("params.algo.")]
+    params = [c for c in table.params.columns if c.startswith("algo.")]
     assert len(params) >= 21  # every Algorithm field is a param
 
 
@@ -100,7 +100,7 @@ def _assert_one_tag_namespace(results: Path) -> None:
     """Every tag ablate writes on the parent and the trial runs is under `ablate.`."""
     from mlflow.tracking import MlflowClient
 
-    client = MlflowClient(tracking.default_tracking_uri(results))
+    client = MlflowClient(tracking.default_uri(results))
     experiment = client.get_experiment_by_name("six")
     runs = client.search_runs([experiment.experiment_id])
     assert len(runs) == 1 + 6  # the study's parent run and its trials

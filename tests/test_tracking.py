@@ -1,4 +1,4 @@
-"""The MLflow tracker against a real sqlite store: one database for the whole module (a fresh one
+"""The MLflow adapter against a real sqlite store: one database for the whole module (a fresh one
 costs ~2.5 s of migrations); each test opens its own study in it, so tests stay independent."""
 
 from __future__ import annotations
@@ -15,21 +15,19 @@ import pytest
 
 from ablate.algorithms import Algorithm
 from ablate.tracking import (
-    FLUSH_EVERY_STEPS,
-    PARAM_MAX_CHARS,
-    TAG_MAX_CHARS,
     MemoryTracker,
-    MLflowStudy,
-    MLflowTracker,
     NullTracker,
+    StudyStore,
     Tracker,
     algorithm_diff_tags,
-    default_tracking_uri,
+    default_uri,
     environment_tags,
-    init_store,
-    load_runs,
-    metric_history,
+    open_store,
 )
+from ablate.tracking.common import FLUSH_EVERY_STEPS, PARAM_MAX_CHARS, TAG_MAX_CHARS
+from ablate.tracking.files import FileStore
+from ablate.tracking.mlflow import MLflowStore, MLflowStudy
+from ablate.tracking.mlflow_tracker import MLflowTracker
 
 # MLflow's own SQLAlchemy models trigger this deprecation; nothing of ours to fix.
 pytestmark = pytest.mark.filterwarnings("ignore:The ``noload`` loader strategy:DeprecationWarning")
@@ -42,10 +40,19 @@ def results(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def uri(results) -> str:
-    uri = default_tracking_uri(results)
-    init_store(uri)
-    init_store(uri)  # idempotent
+    uri = default_uri(results)
+    open_store(uri).init()
+    open_store(uri).init()  # idempotent
     return uri
+
+
+@pytest.fixture(scope="module")
+def store(uri) -> MLflowStore:
+    return open_store(uri)
+
+
+def metric_history(uri: str, run_id: str, key: str) -> list[tuple[int, float]]:
+    return open_store(uri).metric_history(run_id, key)
 
 
 @pytest.fixture(scope="module")
@@ -64,16 +71,28 @@ def download(client, run_id: str, path: str, dst: Path) -> Path:
 
 
 def test_import_does_not_import_mlflow():
-    code = "import sys, ablate.tracking; print('mlflow' in sys.modules)"
+    code = (
+        "import sys, ablate.tracking as t; t.open_store('sqlite:////tmp/x.db'); "
+        "print('mlflow' in sys.modules)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
 
 
-def test_default_uri_is_absolute_sqlite_in_results_dir(tmp_path):
-    uri = default_tracking_uri(tmp_path / "new" / "results")
-    assert (tmp_path / "new" / "results").is_dir()
+def test_default_uri_is_absolute_sqlite_in_results_dir_and_creates_nothing(tmp_path):
+    uri = default_uri(tmp_path / "new" / "results")
     assert uri == f"sqlite:///{(tmp_path / 'new' / 'results').resolve()}/mlflow.db"
     assert uri.startswith("sqlite:////")
+    assert not (tmp_path / "new").exists()  # the store's `init` creates it
+
+
+def test_the_uri_chooses_the_adapter(tmp_path):
+    assert isinstance(open_store(default_uri(tmp_path)), MLflowStore)
+    assert isinstance(open_store("postgresql://u@h/db"), MLflowStore)
+    assert isinstance(open_store(f"jsonl://{tmp_path}/store"), FileStore)
+    for store in (open_store(default_uri(tmp_path)), open_store(f"jsonl://{tmp_path}/s")):
+        assert isinstance(store, StudyStore)
+    assert list(tmp_path.iterdir()) == []  # opening touches nothing
 
 
 def test_parent_run_with_two_nested_trial_runs(uri, client, results):
@@ -170,7 +189,7 @@ def test_config_json_artifact(uri, client, tmp_path):
     assert json.loads(download(client, tracker.run_id, "extra/more.json", tmp_path).read_text())
 
 
-def test_resume_reuses_run_and_finished_trial_is_refused(uri, client):
+def test_resume_reuses_run_and_finished_trial_is_refused(uri, client, store):
     study = MLflowStudy.open(uri, "resume")
     first = trial(study, "r")
     first.log_metrics({"reward/mean": 0.5}, 0)
@@ -184,7 +203,8 @@ def test_resume_reuses_run_and_finished_trial_is_refused(uri, client):
     assert study.trial_status() == {"r": "FINISHED"}
     with pytest.raises(ValueError, match="FINISHED"):
         trial(study, "r")
-    assert len(load_runs(uri, "resume")) == 1
+    assert len(store.runs("resume")) == 1
+    assert store.runs("resume").runs["resumes"].tolist() == [1]
 
 
 def test_a_resumed_run_logs_each_metric_step_exactly_once(uri, client):
@@ -234,7 +254,7 @@ def test_guard_stops_writes_of_a_tracker_that_lost_its_lease(uri, client):
     assert [m.step for m in client.get_metric_history(tracker.run_id, "x")] == [0]
 
 
-def test_trial_status_and_load_runs(uri, client):
+def test_trial_status_and_the_run_table(uri, client, store):
     study = MLflowStudy.open(uri, "status", experiment="status-experiment")
     done, failed, running = trial(study, "done"), trial(study, "failed"), trial(study, "running")
     done.log_metrics({"eval/accuracy": 0.75}, 5)
@@ -244,30 +264,45 @@ def test_trial_status_and_load_runs(uri, client):
     assert study.trial_status() == {"done": "FINISHED", "failed": "FAILED", "running": "RUNNING"}
     # Another study in the same database does not leak in.
     assert MLflowStudy.open(uri, "status-other").trial_status() == {}
-    frame = load_runs(uri, "status")
-    assert len(frame) == 3
-    assert set(frame["run_id"]) == {done.run_id, failed.run_id, running.run_id}
-    row = frame.set_index("trial_id").loc["done"]
-    assert row["status"] == "FINISHED"
-    assert row["metrics.eval/accuracy"] == 0.75
-    assert row["params.algo.clip_high"] == "0.28"
-    assert row["tags.mlflow.parentRunId"] == study.run_id
-    assert load_runs(uri, "no-such-study").empty
-    assert running.run_id in set(load_runs(uri, "status")["run_id"])
+    table = store.runs("status")
+    assert len(table) == 3
+    assert set(table.runs["run_id"]) == {done.run_id, failed.run_id, running.run_id}
+    position = table.runs["trial_id"].tolist().index("done")
+    assert table.runs["status"].iloc[position] == "FINISHED"
+    assert table.metric("eval/accuracy").iloc[position] == 0.75
+    assert table.metrics_of(done.run_id) == {"eval/accuracy": 0.75}
+    assert table.params["algo.clip_high"].iloc[position] == "0.28"
+    assert client.get_run(done.run_id).data.tags["mlflow.parentRunId"] == study.run_id
+    assert store.runs("no-such-study").empty
+    assert running.run_id in set(store.runs("status").runs["run_id"])
 
 
-def test_study_artifact_tags_and_close(uri, client, tmp_path):
+def test_study_artifact_tags_and_close(uri, client, store, tmp_path):
     study = MLflowStudy.open(uri, "study-artifacts")
     table = tmp_path / "pass_at_g.csv"
     pd.DataFrame({"model": ["m"], "template": ["plain"], "pass@8": [0.5]}).to_csv(table)
-    study.log_artifact(table)
+    study.attach(table)
     study.set_tags({"reference": "grpo"})
     study.close()
     run = client.get_run(study.run_id)
     assert [a.path for a in client.list_artifacts(study.run_id)] == ["pass_at_g.csv"]
     assert run.data.tags["reference"] == "grpo"
     assert run.info.status == "FINISHED"
+    assert store.find_study("study-artifacts").run_id == study.run_id  # found, status kept
+    assert client.get_run(study.run_id).info.status == "FINISHED"
+    assert store.find_study("no-such-study") is None
     assert client.get_run(MLflowStudy.open(uri, "study-artifacts").run_id).info.status == "RUNNING"
+
+
+def test_attach_keeps_a_folder_layout_and_the_run_status(uri, client, store, tmp_path):
+    study = store.open_study("attach")  # RUNNING: a trial may still be trained elsewhere
+    (tmp_path / "report" / "tables").mkdir(parents=True)
+    (tmp_path / "report" / "report.md").write_text("# r")
+    (tmp_path / "report" / "tables" / "main.csv").write_text("a\n1\n")
+    store.find_study("attach").attach(tmp_path / "report", "report")
+    assert store.list_artifacts(study.run_id, "report") == ["report/report.md", "report/tables"]
+    assert store.list_artifacts(study.run_id, "report/tables") == ["report/tables/main.csv"]
+    assert client.get_run(study.run_id).info.status == "RUNNING"
 
 
 def test_bad_status_and_quotes_are_rejected(uri):
@@ -321,10 +356,23 @@ def test_every_tracker_satisfies_the_protocol():
         assert issubclass(cls, Tracker)
 
 
+def test_store_failures_are_the_store_s_to_classify(store, tmp_path):
+    import errno
+    import sqlite3
+
+    assert store.is_failure(sqlite3.OperationalError("attempt to write a readonly database"))
+    assert store.is_failure(OSError(errno.ENOSPC, "No space left on device"))
+    assert not store.is_failure(RuntimeError("a bug in a trial"))
+    files = open_store(f"jsonl://{tmp_path}/store")
+    assert files.is_failure(OSError(errno.EROFS, "Read-only file system"))
+    assert files.is_failure(sqlite3.OperationalError("database is locked"))  # its leases
+    assert not files.is_failure(ValueError("a bug in a trial"))
+
+
 def test_background_runs_one_call_at_a_time_and_hands_errors_back():
     import threading
 
-    from ablate.trackers import Background
+    from ablate.tracking.common import Background
 
     release, order = threading.Event(), []
     sender = Background()

@@ -1,4 +1,4 @@
-"""The MLflow UI's view of a study (`ablate.tracking.views`): the experiment typed as model
+"""The MLflow UI's view of a study (`ablate.tracking.mlflow_views`): the experiment typed as model
 training, and a saved view of its runs with the headline metrics, the differing Algorithm fields
 and the trial tags as columns, grouped by arm (tests/test_browser.py opens it in Chromium)."""
 
@@ -8,16 +8,17 @@ import json
 
 import pytest
 
-from ablate.tracking import MLflowStudy, default_tracking_uri, init_store
-from ablate.tracking.views import EXPERIMENT_TAGS, VIEW_TAG, publish_view, publish_views
+from ablate.tracking import default_uri, open_store
+from ablate.tracking.mlflow import MLflowStudy
+from ablate.tracking.mlflow_views import EXPERIMENT_TAGS, VIEW_TAG, publish_view, publish_views
 
 pytestmark = pytest.mark.filterwarnings("ignore:The ``noload`` loader strategy:DeprecationWarning")
 
 
 @pytest.fixture(scope="module")
 def store(tmp_path_factory):
-    uri = default_tracking_uri(tmp_path_factory.mktemp("results"))
-    init_store(uri)
+    uri = default_uri(tmp_path_factory.mktemp("results"))
+    open_store(uri).init()
     study = MLflowStudy.open(uri, "views")
     for arm, scale in (("grpo", "group_std"), ("dr_grpo", "none")):
         for seed in (0, 1):
@@ -81,17 +82,31 @@ def test_links_open_the_model_training_side_on_the_view(store):
     assert report.endswith(f"{path}?workflowType=machine_learning")
 
 
+def test_the_store_ui_serves_the_database_and_links_each_study(store):
+    uri, _ = store
+    ui = open_store(uri).ui()
+    cmd = ui.command("0.0.0.0", 5001)
+    assert cmd[1:4] == ["-m", "mlflow", "server"] and uri in cmd and "--allowed-hosts" in cmd
+    root = uri.removeprefix("sqlite:///").rsplit("/", 1)[0]
+    assert f"file://{root}/artifacts" in cmd  # where the study's artifacts are
+    pages = ui.publish("http://h:1")
+    assert [p.study for p in pages] == ["views", "other"]
+    assert pages[0].url == publish_views(uri)[0].url("http://h:1") and pages[0].report_url is None
+    assert open_store("http://mlflow.example:5000").ui() is None  # it serves its own
+
+
 def test_the_view_hides_the_runs_of_trials_an_edited_study_dropped(tmp_path):
     """A study edited between runs (a budget changed: new trial ids) leaves its old trials'
     runs in the store; marking the current plan tags them, and the view filters on the tag.
     Results written before the tag existed keep the unfiltered view."""
     from mlflow.tracking import MlflowClient
 
-    from ablate.tracking.views import CURRENT, mark_plan
+    from ablate.tracking.tags import CURRENT
 
-    uri = default_tracking_uri(tmp_path)
-    init_store(uri)
-    study = MLflowStudy.open(uri, "edited")
+    uri = default_uri(tmp_path)
+    store = open_store(uri)
+    store.init()
+    study = store.open_study("edited")
     for trial_id in ("old-0", "new-0", "new-1"):
         tags = {"ablate.arm": "grpo", "ablate.seed": trial_id[-1]}
         study.trial_tracker(trial_id, run_name=trial_id, tags=tags).close()
@@ -99,7 +114,7 @@ def test_the_view_hides_the_runs_of_trials_an_edited_study_dropped(tmp_path):
     tags = MlflowClient(uri).get_experiment(study.experiment_id).tags
     assert json.loads(tags[VIEW_TAG + view.key])["searchFilter"] == "tags.`ablate.study` = 'edited'"
 
-    assert mark_plan(study, {"new-0", "new-1"}) == 1
+    assert study.mark_plan({"new-0", "new-1"}) == 1
     runs = {r.data.tags["ablate.trial_id"]: r.data.tags[CURRENT] for r in study._trial_runs()}
     assert runs == {"old-0": "false", "new-0": "true", "new-1": "true"}
     view = publish_view(uri, "edited")
@@ -114,6 +129,4 @@ def test_the_view_hides_the_runs_of_trials_an_edited_study_dropped(tmp_path):
     assert sorted(trials) == ["new-0", "new-1"]
     assert study.run_id in {r.info.run_id for r in shown}  # the parent, with the report
     # the summary, the pilot's SD and the report read the current plan only
-    from ablate.tracking import load_runs
-
-    assert sorted(load_runs(uri, "edited")["trial_id"]) == ["new-0", "new-1"]
+    assert sorted(store.runs("edited").runs["trial_id"]) == ["new-0", "new-1"]

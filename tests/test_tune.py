@@ -11,7 +11,7 @@ from ablate.cli import main
 from ablate.errors import StudyError
 from ablate.study import Budget, EvalSpec, SearchSpace, Study, arm
 from ablate.testing import zoo_model_built
-from ablate.tracking import load_runs
+from ablate.tracking import open_store
 from ablate.trainer import TrialResult
 
 pytestmark = pytest.mark.filterwarnings("ignore:The ``noload`` loader strategy:DeprecationWarning")
@@ -47,13 +47,14 @@ def test_tune_cli_runs_and_logs_each_trial(tmp_path, capsys):
     out = capsys.readouterr().out
     assert code == 0, out
     assert 'best params: {"lr": ' in out
-    runs = load_runs(f"sqlite:///{results / 'mlflow.db'}", "tiny-tune")
+    table = open_store(f"sqlite:///{results / 'mlflow.db'}").runs("tiny-tune")
+    runs = table.runs
     assert len(runs) == 3 and set(runs["status"]) == {"FINISHED"}
     assert runs["trial_id"].nunique() == 3
-    lrs = runs["params.optim.lr"].astype(float)
+    lrs = table.params["optim.lr"].astype(float)
     assert lrs.between(1e-5, 1e-4).all() and lrs.nunique() == 3
     # every tune trial is the reference arm (gspo) on the first seed
-    assert set(runs["tags.ablate.arm"]) == {"gspo"} and set(runs["tags.ablate.seed"]) == {"3"}
+    assert set(runs["arm"]) == {"gspo"} and set(runs["seed"]) == {3}
     search = optuna.load_study(study_name="tiny-tune", storage=f"sqlite:///{results / 'optuna.db'}")
     assert [t.state.name for t in search.trials] == ["COMPLETE"] * 3
     # the periodic eval (every=1) was reported to the pruner at step 1
@@ -89,9 +90,9 @@ def test_median_pruner_stops_a_clearly_worse_trial(tmp_path, monkeypatch):
     assert [t["state"] for t in result.trials] == ["COMPLETE", "COMPLETE", "PRUNED"]
     assert len(reached) == 10 + 10 + 1  # pruned at its first eval
     assert result.best_value == 0.8
-    runs = load_runs(f"sqlite:///{tmp_path / 'mlflow.db'}", "stub-tune").sort_values("start_time")
-    assert list(runs["status"]) == ["FINISHED", "FINISHED", "KILLED"]
-    assert runs["tags.ablate.outcome"].iloc[-1] == "pruned"
+    runs = open_store(f"sqlite:///{tmp_path / 'mlflow.db'}").runs("stub-tune").runs
+    assert list(runs["status"]) == ["FINISHED", "FINISHED", "KILLED"]  # oldest first
+    assert runs["outcome"].iloc[-1] == "pruned"
 
 
 def test_sampled_values_reach_algorithm_and_optim():

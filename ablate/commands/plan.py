@@ -16,6 +16,9 @@ def plan(
     pilot: Path = typer.Option(..., help="results folder of the pilot run (holds mlflow.db)"),
     pilot_study: str = typer.Option("", help="the pilot's study name (default: STUDY's name)"),
     effect: float = typer.Option(0.0, help="Δ pass@1 to detect (default: effect_of_interest)"),
+    tracking_uri: str = typer.Option(
+        "", help="the pilot's results store, if not PILOT/mlflow.db (an MLflow URI or jsonl:///…)"
+    ),
 ) -> None:
     """Per contrast of STUDY: the pilot's paired SD and the seeds needed for 80% power at the
     study's Holm family size; then one recommended seed count."""
@@ -32,7 +35,8 @@ def plan(
         raise ConfigError(f"--effect={effect} must be a Δ pass@1 in (0, 1]")
     full = load_study(study)
     target = effect or full.effect_of_interest
-    rows = plan_rows(full, pilot_values(pilot, pilot_study or full.name), target)
+    values = pilot_values(pilot, pilot_study or full.name, tracking_uri or None)
+    rows = plan_rows(full, values, target)
 
     def num(x: float) -> str:
         return f"{x:.4f}" if math.isfinite(x) else "–"

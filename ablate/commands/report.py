@@ -1,5 +1,5 @@
-"""`ablate report STUDY...`: statistics, claims, tables and figures of a study, read from
-MLflow; of several studies, each one's report and their paper findings tested together."""
+"""`ablate report STUDY...`: statistics, claims, tables and figures of a study, read from its
+results store; of several studies, each one's report and their paper findings tested together."""
 
 from __future__ import annotations
 
@@ -18,13 +18,15 @@ def report(
     ),
     results: Path = typer.Option(Path("results"), help="results folder holding mlflow.db"),
     out: Path = typer.Option(Path("reports"), help="reports are written to OUT/<study>/"),
-    tracking_uri: str | None = typer.Option(None, help="MLflow URI (default: RESULTS/mlflow.db)"),
+    tracking_uri: str | None = typer.Option(
+        None, help="results store: an MLflow URI or jsonl:///abs/dir (default RESULTS/mlflow.db)"
+    ),
 ) -> None:
     """Write reports/<study>/ (report.md, report.html, tables/, figures/) for each study and
-    attach it to the study's MLflow run. When the studies declare a paper's findings
-    (`Study(findings=...)`), test them together on the studies' results and write the
-    reproduction beside them: OUT/report.md, OUT/report.html, OUT/tables/claims.*. Among
-    several studies, one without runs is skipped and its findings reported as untested."""
+    attach it to the study's parent run in the results store. When the studies declare a
+    paper's findings (`Study(findings=...)`), test them together on the studies' results and
+    write the reproduction beside them: OUT/report.md, OUT/report.html, OUT/tables/claims.*.
+    Among several studies, one without runs is skipped and its findings reported as untested."""
     from rich.console import Console
 
     from ablate.errors import StudyError
@@ -80,11 +82,12 @@ def _checked_uri(
     that has none is skipped (None) and said so, unless no study has any."""
     from rich.console import Console
 
+    from ablate import tracking
     from ablate.errors import StudyError
 
+    uri = tracking_uri or tracking.default_uri(results)
     try:
-        uri = tracking_uri or _existing_database(results, name, study)
-        _require_finished_runs(uri, name, study)
+        _require_finished_runs(tracking.open_store(uri), name, study, results)
     except StudyError as exc:
         if alone:
             raise
@@ -93,25 +96,16 @@ def _checked_uri(
     return uri
 
 
-def _existing_database(results: Path, name: str, study: Path) -> str:
-    """The default sqlite URI, only if its file exists: opening a missing one would create it
-    (and the results folder) for a report that has nothing to show."""
+def _require_finished_runs(store, name: str, study: Path, results: Path) -> None:
     from ablate.errors import StudyError
 
-    db = results.expanduser().resolve() / "mlflow.db"
-    if not db.is_file():
+    if not store.exists():  # reading a missing store would create it, for nothing to show
         raise StudyError(
-            f"no runs of study {name!r} in {results} (no mlflow.db): run it first "
-            f"(ablate run {study} --results {results})"
+            f"no runs of study {name!r} in {results} (no {store.kind} at {store.uri}): run it "
+            f"first (ablate run {study} --results {results})"
         )
-    return f"sqlite:///{db}"
-
-
-def _require_finished_runs(uri: str, name: str, study: Path) -> None:
-    from ablate import tracking
-    from ablate.errors import StudyError
-
-    runs = tracking.load_runs(uri, name)
+    runs = store.runs(name).runs
+    uri = store.uri
     if runs.empty:
         raise StudyError(f"no runs of study {name!r} in {uri}: run it first (ablate run {study})")
     if not (runs["status"] == "FINISHED").any():

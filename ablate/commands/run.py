@@ -18,20 +18,23 @@ def run(
     study: str = typer.Argument(..., help="study file, e.g. studies/quickstart.py"),
     workers: int = typer.Option(1, min=1, help="local processes (each gets cores/N threads)"),
     results: str = typer.Option("results", help="results folder (MLflow db, checkpoints)"),
-    tracking_uri: str = typer.Option("", help="MLflow URI (default sqlite in --results)"),
+    tracking_uri: str = typer.Option(
+        "", help="results store: an MLflow URI (default sqlite in --results) or jsonl:///abs/dir"
+    ),
     out: str = typer.Option("reports", help="the report is written to OUT/<study>/"),
     log_every: int = typer.Option(
         LOG_EVERY, min=1, help="when output is not a terminal: one progress line every N steps"
     ),
 ) -> None:
     """Run a study: the Pass@G phase, then every trial not yet FINISHED (resumes), then report."""
+    from ablate import tracking
     from ablate.preflight import preflight_study
     from ablate.runner import store_errors
     from ablate.study import load_study
     from ablate.threads import apply_threads
 
     loaded = load_study(study)
-    preflight_study(loaded, results)
+    preflight_study(loaded, results, tracking_uri or None)
     apply_threads()  # this process runs the Pass@G phase (and the trials when workers == 1)
     outcomes = run_with_progress(
         loaded,
@@ -40,7 +43,8 @@ def run(
         tracking_uri=tracking_uri or None,
         log_every=log_every,
     )
-    with store_errors():  # the store can also fail after the last trial
+    store = tracking.open_store(tracking_uri or tracking.default_uri(results))
+    with store_errors(store):  # the store can also fail after the last trial
         print_summary(loaded, outcomes, results, tracking_uri or None)
         write_report(loaded, results, out, tracking_uri or None)
 
@@ -177,18 +181,19 @@ def print_summary(study, outcomes, results: str, tracking_uri: str | None = None
     from rich.table import Table
 
     from ablate import tracking
-    from ablate.runner import LEASED_ELSEWHERE, summary_rows
+    from ablate.runner import LEASED_ELSEWHERE
 
     console = Console()
     root = Path(results).resolve()
-    uri = tracking_uri or tracking.default_tracking_uri(root)
+    uri = tracking_uri or tracking.default_uri(root)
+    store = tracking.open_store(uri)
     title = (
         f"{study.name}: final eval pass@1 (a diverged seed counts 0), mean [min, max] over seeds"
     )
     table = Table(title=escape(title))
     for col in ("arm", "model", "template", "seeds", "pass@1", "diverged"):
         table.add_column(col)
-    for r in summary_rows(tracking.load_runs(uri, study.name)):
+    for r in summary_rows(store.runs(study.name)):
         diverged = f"[red]{r['diverged']}/{r['n']} diverged[/red]" if r["diverged"] else "-"
         table.add_row(
             r["arm"],
@@ -206,7 +211,7 @@ def print_summary(study, outcomes, results: str, tracking_uri: str | None = None
             )
         elif o.message.startswith(LEASED_ELSEWHERE):  # not ours: another runner finishes it
             console.print(f"skipped {escape(f'{o.arm} {o.model} seed {o.seed}: {o.message}')}")
-    where = f"MLflow database: {uri}  (browse: {browse_hint(results, tracking_uri)})"
+    where = f"{store.kind}: {uri}  (browse: {browse_hint(results, tracking_uri)})"
     # paths cut over lines cannot be copied
     console.print(where, soft_wrap=True, markup=False, highlight=False)
     checkpoints = f"trial checkpoints: {root / study.name / 'trials'}"
@@ -214,11 +219,45 @@ def print_summary(study, outcomes, results: str, tracking_uri: str | None = None
 
 
 def browse_hint(results: str, tracking_uri: str | None = None) -> str:
-    """The command that opens these results in the MLflow UI."""
+    """The command that opens these results in a UI (`ablate report` for a store without one)."""
     import shlex
 
-    if tracking_uri and tracking_uri.startswith(("http://", "https://")):
-        return f"open {tracking_uri}"
-    if tracking_uri:
-        return f"mlflow ui --backend-store-uri {shlex.quote(tracking_uri)}"
-    return f"ablate ui --results {shlex.quote(str(results))}"
+    from ablate import tracking
+
+    if not tracking_uri:
+        return f"ablate ui --results {shlex.quote(str(results))}"
+    if tracking.open_store(tracking_uri).ui() is None:
+        if tracking_uri.startswith(("http://", "https://")):  # a server serves its own UI
+            return f"open {tracking_uri}"
+        return f"no UI for this store; ablate report --tracking-uri {shlex.quote(tracking_uri)}"
+    return f"ablate ui --tracking-uri {shlex.quote(tracking_uri)}"
+
+
+def summary_rows(runs, metric: str = "eval/pass_at_1") -> list[dict[str, Any]]:
+    """Mean and range over seeds of a trial's final eval metric, per arm × model × template,
+    from a `RunTable` of the study's runs (so trials finished by earlier invocations count too).
+    A diverged trial counts as 0, the report's rule (`ablate.report.measures.DIVERGED_RULE`): its
+    last eval may be from before it broke; `diverged` says how many of the `n` seeds did."""
+    if runs.empty or metric not in runs.metrics:
+        return []
+    frame = runs.runs
+    value = runs.metric(metric)
+    diverged = frame["outcome"].fillna("").eq("diverged")
+    keep = (frame["status"] == "FINISHED") & (value.notna() | diverged)
+    done = frame[keep].assign(_value=value.where(~diverged, 0.0)[keep], _diverged=diverged[keep])
+    rows = []
+    for (a, m, t), g in done.groupby(["arm", "model", "template"], sort=False):
+        v = g["_value"]
+        rows.append(
+            {
+                "arm": a,
+                "model": m,
+                "template": t,
+                "n": len(v),
+                "diverged": int(g["_diverged"].sum()),
+                "mean": v.mean(),
+                "min": v.min(),
+                "max": v.max(),
+            }
+        )
+    return rows

@@ -1,8 +1,9 @@
-"""`ablate ui` (browse results in the MLflow UI) and its alias `ablate serve`.
+"""`ablate ui` (browse results in the MLflow UI) and its alias `ablate serve`. The UI is the
+results store's (`StudyStore.ui`): only MLflow databases have one.
 
-`mlflow server` runs as a child in its own process group (it starts uvicorn and job workers of
-its own); SIGTERM or SIGINT to ablate stops that whole group, so no server outlives ablate or
-keeps the port."""
+The server (`mlflow server`) runs as a child in its own process group (it starts uvicorn and job
+workers of its own); SIGTERM or SIGINT to ablate stops that whole group, so no server outlives
+ablate or keeps the port."""
 
 from __future__ import annotations
 
@@ -27,49 +28,39 @@ def ui(
     results: str = typer.Option("results", help="results folder holding mlflow.db"),
     host: str = typer.Option("127.0.0.1", help="bind address (loopback unless told otherwise)"),
     port: int = typer.Option(5000, help="port of the UI and tracking server"),
+    tracking_uri: str = typer.Option(
+        "", help="an MLflow database URI to serve instead of RESULTS/mlflow.db"
+    ),
 ) -> None:
-    import sys
-    from pathlib import Path
+    from ablate import tracking
+    from ablate.errors import ConfigError
 
-    from ablate.tracking import default_tracking_uri
-
-    root = Path(results).resolve()
-    cmd = [
-        sys.executable,
-        "-m",
-        "mlflow",
-        "server",
-        "--backend-store-uri",
-        default_tracking_uri(root),
-        "--artifacts-destination",
-        (root / "artifacts").as_uri(),
-        "--host",
-        host,
-        "--port",
-        str(port),
-    ]
-    if host not in ("127.0.0.1", "localhost"):
-        cmd += ["--allowed-hosts", "*"]
-    print_study_links(default_tracking_uri(root), host, port)
+    store = tracking.open_store(tracking_uri or tracking.default_uri(results))
+    browser = store.ui()
+    if browser is None:
+        raise ConfigError(
+            f"ablate ui needs an MLflow database (sqlite or PostgreSQL URI), not {store.uri} "
+            f"({store.kind}): ablate report reads any store"
+        )
+    store.init()  # a fresh folder gets its (empty) database, as the server would create it
+    print_study_links(browser, host, port)
     # SystemExit, not typer.Exit: cli.main runs Typer without standalone mode
-    raise SystemExit(serve_until_signalled(cmd))
+    raise SystemExit(serve_until_signalled(browser.command(host, port)))
 
 
-def print_study_links(uri: str, host: str, port: int) -> None:
+def print_study_links(browser, host: str, port: int) -> None:
     """Write each study's saved view of its runs (grouped by arm, headline metrics and the
     differing Algorithm fields as columns) and print the link that opens it on the model-training
     side of the UI (MLflow 3 opens an experiment on its GenAI overview otherwise)."""
-    from ablate.tracking.views import publish_views
-
     shown = "127.0.0.1" if host in ("0.0.0.0", "::") else host
     base = f"http://{shown}:{port}"
-    views = publish_views(uri)
-    print(f"MLflow UI: {base}" + ("" if views else " (no study in this results folder yet)"))
-    for view in views:
-        print(f"  {view.study}: {view.url(base)}")
-        if view.has_report:
-            print(f"  {view.study} report: {view.report_url(base)}")
-    if views:
+    pages = browser.publish(base)
+    print(f"{browser.name}: {base}" + ("" if pages else " (no study in this results folder yet)"))
+    for page in pages:
+        print(f"  {page.study}: {page.url}")
+        if page.report_url:
+            print(f"  {page.study} report: {page.report_url}")
+    if pages:
         print("  (a study page's charts button shows its headline curves per arm)", flush=True)
 
 

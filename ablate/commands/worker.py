@@ -15,7 +15,7 @@ def worker(
         ..., help="Optuna storage shared by all workers, e.g. postgresql://user:pw@host/optuna"
     ),
     tracking_uri: str = typer.Option(
-        "", help="shared MLflow URI (default sqlite in --results: one machine only)"
+        "", help="shared results store, an MLflow URI (default sqlite in --results: one machine)"
     ),
     results: str = typer.Option("results", help="local folder for trial checkpoints"),
     threads: int = typer.Option(
@@ -36,14 +36,14 @@ def worker(
     from ablate.runner import RunHooks
     from ablate.study import load_study
     from ablate.threads import apply_threads
-    from ablate.tracking import default_tracking_uri
+    from ablate.tracking import default_uri
 
     loaded = load_study(study)
-    preflight_study(loaded, results)
+    preflight_study(loaded, results, tracking_uri or None)
     apply_threads(requested=threads)
     config = WorkerConfig(
         storage=storage,
-        tracking_uri=tracking_uri or default_tracking_uri(results),
+        tracking_uri=tracking_uri or default_uri(results),
         results_dir=Path(results),
         heartbeat_interval=heartbeat_interval,
         grace_period=grace_period,

@@ -14,10 +14,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from ablate.machine import cpu_model
 from ablate.models import store
 from ablate.models.built import BuildResult, BuiltModel, meta_for
 from ablate.models.recipe import Rung, ZooRecipe
-from ablate.trackers import cpu_model
 
 #: progress(step, total_steps, loss, measured_or_None) — the CLI draws it; None = silent.
 Progress = Callable[[int, int, float, dict | None], None]

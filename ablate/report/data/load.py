@@ -1,4 +1,4 @@
-"""MLflow → tidy pandas frames: the report's one data contract (`StudyData`).
+"""A study's results store → tidy pandas frames: the report's one data contract (`StudyData`).
 
 - `trials`: one row per planned trial of the study (missing ones included): trial_id, arm, model,
   template, seed, status (FINISHED / FAILED / KILLED / RUNNING / MISSING), outcome, reason, run_id,
@@ -10,7 +10,8 @@
   truncated (per-sample eval outcomes, from the `samples/eval_step*.parquet` artifacts).
 - `passk`: the study's base Pass@k table (`results/<study>/passk.csv`).
 Frames are cached on disk under `results/<study>/report_cache/`, keyed by the runs' ids, status
-and end times, so a second report of an unchanged study reads no MLflow history.
+and end times, so a second report of an unchanged study reads no metric history from the store.
+The store is read through the tracking port (`StudyStore`, `RunTable`), whichever it is.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from ablate import tracking
 from ablate.algorithms import Algorithm
 from ablate.spec import CurveSpec
 from ablate.study import Study
+from ablate.tracking import RunTable, StudyStore
 
 KEYS = ["trial_id", "arm", "model", "template", "seed"]
 SAMPLE_COLUMNS = ["problem_id", "sample", "correct", "length", "truncated"]
@@ -116,17 +118,16 @@ def _identified(study: Study) -> list:
 
 def _other_weights(trial: pd.Series, run: pd.Series) -> bool:
     """A run matched by cell that was trained from different base weights (a rebuilt model)."""
-    mine, theirs = trial.get("model_weights") or "", run.get("tags.ablate.model_weights")
+    mine, theirs = trial.get("model_weights") or "", run.get("model_weights")
     return bool(mine) and isinstance(theirs, str) and bool(theirs) and theirs != mine
 
 
+def _text(value: object) -> str:
+    return value if isinstance(value, str) else ""
+
+
 def _reason(run: pd.Series) -> str:
-    message = run.get(f"tags.{tracking.OUTCOME_MESSAGE}")
-    return (
-        message
-        if isinstance(message, str) and message
-        else str(run.get(f"tags.{tracking.OUTCOME}", ""))
-    )
+    return _text(run.get("outcome_message")) or _text(run.get("outcome"))
 
 
 def _cell(arm: object, model: object, template: object, seed: object) -> tuple[str, ...]:
@@ -134,17 +135,16 @@ def _cell(arm: object, model: object, template: object, seed: object) -> tuple[s
 
 
 def _runs_by_cell(runs: pd.DataFrame) -> dict[tuple[str, ...], pd.Series]:
-    tags = ["tags.ablate.arm", "tags.ablate.model", "tags.ablate.template", "tags.ablate.seed"]
-    if not len(runs) or not set(tags) <= set(runs.columns):
-        return {}
-    return {_cell(*(r[t] for t in tags)): r for _, r in runs.iterrows()}
+    cell = ["arm", "model", "template", "seed"]
+    known = runs[cell].notna().all(axis=1)  # runs without the cell tags match no cell
+    return {_cell(*(r[c] for c in cell)): r for _, r in runs[known].iterrows()}
 
 
 def trial_table(planned: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
-    """`planned` joined to their MLflow runs, by trial id, else by (arm, model, template, seed)
-    (ids hash the code's config classes, so a code change renames them). A trial counts as
-    complete only if its run is FINISHED with outcome `finished` (a diverged or failed run is
-    listed, never averaged)."""
+    """`planned` joined to their runs (`RunTable.runs`), by trial id, else by (arm, model,
+    template, seed) (ids hash the code's config classes, so a code change renames them). A
+    trial counts as complete only if its run is FINISHED with outcome `finished` (a diverged or
+    failed run is listed, never averaged)."""
     by_id = {r.trial_id: r for _, r in runs.iterrows()} if len(runs) else {}
     by_cell = _runs_by_cell(runs)
     out = planned.copy()
@@ -157,10 +157,10 @@ def trial_table(planned: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
                 run = None
         if run is None:
             status.append("MISSING"), outcome.append("missing"), run_id.append(None)
-            reason.append("no MLflow run (not started)")
+            reason.append("no run (not started)")
             continue
         status.append(run["status"]), run_id.append(run["run_id"])
-        outcome.append(str(run.get(f"tags.{tracking.OUTCOME}", "") or "").lower() or "unknown")
+        outcome.append(_text(run.get("outcome")).lower() or "unknown")
         if run["status"] not in ("FINISHED", "FAILED", "KILLED"):
             reason.append(f"run not finished (status {run['status']})")
         else:
@@ -181,18 +181,14 @@ def _diverged_step(outcome: str, reason: str) -> float:
     return float(found.group(1)) if found else float("nan")
 
 
-def load_history(uri: str, trials: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
+def load_history(store: StudyStore, trials: pd.DataFrame, runs: RunTable) -> pd.DataFrame:
     """Every metric curve of every trial that has a run, as a long frame."""
-    metric_columns = [c for c in runs.columns if c.startswith("metrics.")]
     frames = []
     for _, trial in trials[trials["run_id"].notna()].iterrows():
-        run = runs[runs["run_id"] == trial["run_id"]].iloc[0]
-        for column in metric_columns:
-            if pd.isna(run[column]):
-                continue
-            curve = tracking.metric_history(uri, trial["run_id"], column[len("metrics.") :])
+        for metric in runs.metrics_of(trial["run_id"]):
+            curve = store.metric_history(trial["run_id"], metric)
             frame = pd.DataFrame(curve, columns=["step", "value"])
-            frame["metric"] = column[len("metrics.") :]
+            frame["metric"] = metric
             for key in KEYS:
                 frame[key] = trial[key]
             frames.append(frame)
@@ -202,14 +198,14 @@ def load_history(uri: str, trials: pd.DataFrame, runs: pd.DataFrame) -> pd.DataF
     )
 
 
-def load_samples(uri: str, trials: pd.DataFrame) -> pd.DataFrame:
+def load_samples(store: StudyStore, trials: pd.DataFrame) -> pd.DataFrame:
     """Per-sample eval outcomes of every trial that has a run (all eval steps)."""
     frames = []
     for _, trial in trials[trials["run_id"].notna()].iterrows():
-        if not tracking.list_artifacts(uri, trial["run_id"], "samples"):
+        if not store.list_artifacts(trial["run_id"], "samples"):
             continue
         with tempfile.TemporaryDirectory() as tmp:
-            folder = tracking.download_artifacts(uri, trial["run_id"], "samples", tmp)
+            folder = store.download_artifacts(trial["run_id"], "samples", tmp)
             for path in sorted(folder.glob("eval_step*.parquet")):
                 frame = pd.read_parquet(path)
                 frame = frame[[c for c in SAMPLE_COLUMNS if c in frame.columns]].copy()
@@ -256,17 +252,15 @@ def load_study_data(
     study: Study, results_dir: str | Path = "results", tracking_uri: str | None = None
 ) -> StudyData:
     results_dir = Path(results_dir)
-    uri = tracking_uri or tracking.default_tracking_uri(results_dir)
-    runs = tracking.load_runs(uri, study.name)
-    if len(runs):  # a trial restarted into a new run: keep its FINISHED (else latest) run
-        runs = runs.assign(_done=runs["status"] == "FINISHED").sort_values(["_done", "start_time"])
-        runs = runs.drop_duplicates("trial_id", keep="last").drop(columns="_done")
-    trials = trial_table(planned_trials(study), runs)
+    store = tracking.open_store(tracking_uri or tracking.default_uri(results_dir))
+    runs = store.runs(study.name).one_per_trial()  # a trial restarted into a new run: one
+    trials = trial_table(planned_trials(study), runs.runs)
     build = {
-        "history": lambda: load_history(uri, trials, runs),
-        "samples": lambda: load_samples(uri, trials),
+        "history": lambda: load_history(store, trials, runs),
+        "samples": lambda: load_samples(store, trials),
     }
-    frames = _cached(results_dir / study.name / "report_cache", _cache_key(trials, runs), build)
+    key = _cache_key(trials, runs.runs)
+    frames = _cached(results_dir / study.name / "report_cache", key, build)
     return StudyData(
         name=study.name,
         reference_arm=study.reference_arm,

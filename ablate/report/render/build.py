@@ -1,7 +1,7 @@
-"""`build_report`: MLflow → `reports/<study>/` (report.md, report.html, tables/, figures/),
-also attached to the study's MLflow parent run. A page (`Page`: a study's report, or a
-reproduction's) is written as report.md and report.html, one self-contained file (figures
-inlined as base64 PNG, nothing fetched)."""
+"""`build_report`: a study's results store → `reports/<study>/` (report.md, report.html,
+tables/, figures/), also attached to the study's parent run there. A page (`Page`: a study's
+report, or a reproduction's) is written as report.md and report.html, one self-contained file
+(figures inlined as base64 PNG, nothing fetched)."""
 
 from __future__ import annotations
 
@@ -153,19 +153,13 @@ def write_report(data: StudyData, folder: Path) -> Path:
     return folder
 
 
-def attach_to_mlflow(uri: str, study_name: str, folder: Path) -> bool:
-    """Log the report folder as artifacts `report/` of the study's parent run (if it exists),
-    then set the parent run back to FINISHED (`MLflowStudy` reopens it as RUNNING)."""
-    if tracking.study_run_id(uri, study_name) is None:
+def attach_report(uri: str, study_name: str, folder: Path) -> bool:
+    """Log the report folder as artifacts `report/` of the study's parent run, if it exists.
+    The run's status is left alone: whether the study is finished is the runners' to say."""
+    parent = tracking.open_store(uri).find_study(study_name)
+    if parent is None:
         return False
-    parent = tracking.MLflowStudy.open(uri, study_name)
-    try:
-        for path in sorted(folder.rglob("*")):
-            if path.is_file():
-                relative = path.parent.relative_to(folder).as_posix()
-                parent.log_artifact(path, "report" if relative == "." else f"report/{relative}")
-    finally:
-        parent.close("FINISHED")
+    parent.attach(folder, "report")
     return True
 
 
@@ -175,7 +169,7 @@ def build_report(
     out_dir: str | Path = "reports",
     tracking_uri: str | None = None,
 ) -> Path:
-    """Write `out_dir/<study>/` and attach it to the study's MLflow run; returns the folder."""
+    """Write `out_dir/<study>/` and attach it to the study's parent run; returns the folder."""
     report_study(study, results_dir, out_dir, tracking_uri)
     return Path(out_dir) / study.name
 
@@ -187,9 +181,9 @@ def report_study(
     tracking_uri: str | None = None,
 ) -> StudyData:
     """`build_report`'s work: load the study's results, write `out_dir/<study>/`, attach it to
-    the study's MLflow run; returns the data (a reproduction tests its findings on it)."""
-    uri = tracking_uri or tracking.default_tracking_uri(results_dir)
+    the study's parent run; returns the data (a reproduction tests its findings on it)."""
+    uri = tracking_uri or tracking.default_uri(results_dir)
     data = load_study_data(study, results_dir, uri)
     folder = write_report(data, Path(out_dir) / study.name)
-    attach_to_mlflow(uri, study.name, folder)
+    attach_report(uri, study.name, folder)
     return data

@@ -20,10 +20,9 @@ from scipy.stats import chi2
 from ablate.errors import ConfigError, StudyError
 from ablate.report.stats import inference as stats
 from ablate.study import Study
-from ablate.tracking import OUTCOME
 
 SD_UPPER_CONFIDENCE = 0.8
-_TAGS = ["tags.ablate.arm", "tags.ablate.model", "tags.ablate.template", "tags.ablate.seed"]
+_CELL = ["arm", "model", "template", "seed"]
 
 
 @dataclass(frozen=True)
@@ -39,25 +38,32 @@ class PlanRow:
     for_delta: int | None
 
 
-def pilot_values(results: str | Path, study_name: str) -> pd.DataFrame:
-    """arm, model, template, seed, value: each pilot trial's final eval pass@1 (diverged = 0)."""
+def pilot_values(
+    results: str | Path, study_name: str, tracking_uri: str | None = None
+) -> pd.DataFrame:
+    """arm, model, template, seed, value: each pilot trial's final eval pass@1 (diverged = 0),
+    from the results store `tracking_uri` (default: the folder `results`' own)."""
     from ablate import tracking
 
     root = Path(results)
-    if not (root / "mlflow.db").is_file():
-        raise ConfigError(f"no pilot results in {root} (no mlflow.db): run the pilot there first")
-    runs = tracking.load_runs(tracking.default_tracking_uri(root), study_name)
-    metric = "metrics.eval/pass_at_1"
-    if not len(runs) or metric not in runs or not set(_TAGS) <= set(runs.columns):
+    store = tracking.open_store(tracking_uri or tracking.default_uri(root))
+    if not store.exists():
+        raise ConfigError(
+            f"no pilot results in {root} (no {store.kind} at {store.uri}): run the pilot there "
+            "first"
+        )
+    table = store.runs(study_name)
+    metric = "eval/pass_at_1"
+    if table.empty or metric not in table.metrics:
         raise StudyError(f"{root} holds no finished trials of study {study_name!r}")
-    outcome = runs.get(f"tags.{OUTCOME}", pd.Series("", index=runs.index)).fillna("")
+    runs, value = table.runs, table.metric(metric)
+    outcome = runs["outcome"].fillna("")
     keep = (runs["status"] == "FINISHED") & outcome.isin(["finished", "diverged"])
-    runs = runs[keep]
-    values = runs[metric].where(outcome[keep] != "diverged", 0.0)
-    frame = pd.DataFrame({c.rsplit(".", 1)[1]: runs[c].to_numpy() for c in _TAGS})
+    frame = runs.loc[keep, _CELL].astype(object).reset_index(drop=True)
+    frame["value"] = value[keep].where(outcome[keep] != "diverged", 0.0).to_numpy(float)
+    frame = frame.replace({pd.NA: np.nan}).dropna()
     frame["seed"] = frame["seed"].astype(int)
-    frame["value"] = values.to_numpy(float)
-    return frame.dropna()
+    return frame
 
 
 def _sd_upper(sd: float, n: int) -> float:

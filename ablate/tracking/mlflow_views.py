@@ -21,21 +21,20 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from ablate.tracking import (
-    CURRENT,
+from ablate.tracking.base import StudyPage
+from ablate.tracking.mlflow_client import (
     EXPERIMENT_TAGS,
-    KIND,
-    STUDY,
-    TRIAL,
-    _all_pages,
-    _client,
-    _quoted,
-    _search,
+    all_experiments,
+    client,
+    parent_filter,
+    search,
+    sqlite_path,
+    study_filter,
+    trial_filter,
 )
+from ablate.tracking.tags import ARM, CURRENT, MODEL, OUTCOME, PLAN_MARKED, SEED, STUDY, TEMPLATE
 
 VIEW_TAG = "mlflow.sharedViewState."
-#: On the parent run: the trial runs carry CURRENT (results written before it do not).
-PLAN_MARKED = "ablate.plan_marked"
 #: Metrics shown first, when the runs logged them: the last logged value is the final eval.
 HEADLINE = (
     "eval/pass_at_1",
@@ -47,7 +46,7 @@ HEADLINE = (
     "budget/wall_seconds",
 )
 CHARTS = ("eval/pass_at_1", "reward/mean", "entropy/mean", "length/mean")
-TRIAL_TAGS = ("ablate.arm", "ablate.seed", "ablate.model", "ablate.template", "ablate.outcome")
+TRIAL_TAGS = (ARM, SEED, MODEL, TEMPLATE, OUTCOME)
 #: Parameter groups that can differ between arms (a column when they do).
 VARYING = ("algo.", "optim.", "budget.", "eval.")
 SECTION = "ablate-headline"
@@ -121,26 +120,8 @@ def _line_chart(metric: str) -> dict[str, Any]:
     }
 
 
-def mark_plan(study: Any, trial_ids: set[str]) -> int:
-    """Tag every trial run of `study` (an `MLflowStudy`) with whether its trial is in the plan
-    `trial_ids`; the number tagged "false" (the runs of trials an edited study dropped)."""
-    dropped = 0
-    for run in study._trial_runs():
-        current = "true" if run.data.tags.get(TRIAL) in trial_ids else "false"
-        dropped += current == "false"
-        if run.data.tags.get(CURRENT) != current:
-            study._client.set_tag(run.info.run_id, CURRENT, current)
-    study.set_tags({PLAN_MARKED: "true", CURRENT: "true"})  # the parent stays in the view
-    return dropped
-
-
-def _study_filter(study: str, plan_marked: bool) -> str:
-    where = f"tags.`{STUDY}` = {_quoted(study)}"
-    return where + (f" and tags.`{CURRENT}` = 'true'" if plan_marked else "")
-
-
-def _runs_filter(study: str, plan_marked: bool) -> str:
-    return f"tags.`{KIND}` = 'trial' and {_study_filter(study, plan_marked)}"
+def _current(plan_marked: bool) -> str:
+    return f" and tags.`{CURRENT}` = 'true'" if plan_marked else ""
 
 
 def view_state(study: str, runs: list[Any], *, plan_marked: bool = False) -> dict[str, Any]:
@@ -149,14 +130,14 @@ def view_state(study: str, runs: list[Any], *, plan_marked: bool = False) -> dic
     columns = [_column("metrics", k) for k in metrics]
     columns += [_column("params", k) for k in _varying_params(runs)]
     columns += [_column("tags", k) for k in TRIAL_TAGS]
-    groups = [{"mode": "tag", "groupByData": "ablate.arm"}]
-    for tag in ("ablate.model", "ablate.template"):
+    groups = [{"mode": "tag", "groupByData": ARM}]
+    for tag in (MODEL, TEMPLATE):
         if len({r.data.tags.get(tag) for r in runs}) > 1:
             groups.append({"mode": "tag", "groupByData": tag})
     charts = [_line_chart(k) for k in CHARTS if k in metrics]
     section = {"uuid": SECTION, "name": "Headline (ablate)", "display": True, "deleted": False}
     return {
-        "searchFilter": _study_filter(study, plan_marked),
+        "searchFilter": study_filter(study) + _current(plan_marked),
         "orderByKey": "tags.`mlflow.runName`",  # arm | model | template | seed N
         "orderByAsc": True,
         "selectedColumns": columns,
@@ -174,38 +155,65 @@ def view_state(study: str, runs: list[Any], *, plan_marked: bool = False) -> dic
 def publish_view(uri: str, study: str) -> StudyView | None:
     """Write the view of `study` on its experiment (from the runs it has now); None when the
     store holds no such study."""
-    client = _client(uri)
-    experiments = _all_pages(lambda t: client.search_experiments(page_token=t))
-    ids = [e.experiment_id for e in experiments]
-    parents = _search(client, ids, f"tags.`{KIND}` = 'study' and tags.`{STUDY}` = {_quoted(study)}")
+    api = client(uri)
+    ids = all_experiments(api)
+    parents = search(api, ids, parent_filter(study)) if ids else []
     if not parents:
         return None
     experiment_id = parents[0].info.experiment_id
     plan_marked = parents[0].data.tags.get(PLAN_MARKED) == "true"
-    runs = _search(client, [experiment_id], _runs_filter(study, plan_marked))
+    runs = search(api, [experiment_id], trial_filter(study) + _current(plan_marked))
     state = view_state(study, runs, plan_marked=plan_marked)
     key = view_key(study)
-    client.set_experiment_tag(experiment_id, VIEW_TAG + key, json.dumps(state))
-    mark_model_training(client, experiment_id)
+    api.set_experiment_tag(experiment_id, VIEW_TAG + key, json.dumps(state))
+    mark_model_training(api, experiment_id)
     run_id = parents[0].info.run_id
-    report = "report/report.html" in {a.path for a in client.list_artifacts(run_id, "report")}
+    report = "report/report.html" in {a.path for a in api.list_artifacts(run_id, "report")}
     return StudyView(study, experiment_id, key, run_id, report)
 
 
 def publish_views(uri: str) -> list[StudyView]:
     """The view of every study in the store, written now (oldest study first)."""
-    client = _client(uri)
-    experiments = _all_pages(lambda t: client.search_experiments(page_token=t))
-    ids = [e.experiment_id for e in experiments]
-    parents = _search(client, ids, f"tags.`{KIND}` = 'study'") if ids else []
+    api = client(uri)
+    ids = all_experiments(api)
+    parents = search(api, ids, parent_filter()) if ids else []
     names = dict.fromkeys(r.data.tags[STUDY] for r in parents if STUDY in r.data.tags)
     return [v for name in names if (v := publish_view(uri, name)) is not None]
 
 
-def mark_model_training(client: Any, experiment_id: str) -> None:
+def mark_model_training(api: Any, experiment_id: str) -> None:
     """Tag the experiment as model training (not GenAI) unless it says otherwise already:
     experiments created before ablate set the tag at creation."""
-    experiment = client.get_experiment(experiment_id)
+    experiment = api.get_experiment(experiment_id)
     for key, value in EXPERIMENT_TAGS.items():
         if key not in experiment.tags:
-            client.set_experiment_tag(experiment_id, key, value)
+            api.set_experiment_tag(experiment_id, key, value)
+
+
+class MLflowUI:
+    """`ablate ui` on an MLflow database: `mlflow server` on it, and each study's saved view."""
+
+    name = "MLflow UI"
+
+    def __init__(self, uri: str) -> None:
+        self.uri = uri
+
+    def command(self, host: str, port: int) -> list[str]:
+        import sys
+
+        cmd = [sys.executable, "-m", "mlflow", "server", "--backend-store-uri", self.uri]
+        path = sqlite_path(self.uri)
+        if path is not None:  # where `MLflowStudy` puts a sqlite store's artifacts
+            cmd += ["--artifacts-destination", (path.parent / "artifacts").as_uri()]
+        cmd += ["--host", host, "--port", str(port)]
+        if host not in ("127.0.0.1", "localhost"):
+            cmd += ["--allowed-hosts", "*"]
+        return cmd
+
+    def publish(self, base_url: str) -> list[StudyPage]:
+        """Write each study's saved view of its runs now (oldest study first); their links."""
+        pages = []
+        for view in publish_views(self.uri):
+            report = view.report_url(base_url) if view.has_report else None
+            pages.append(StudyPage(view.study, view.url(base_url), report))
+        return pages
