@@ -26,10 +26,13 @@ from pathlib import Path
 #: A module's floor is that of its longest listed prefix.
 FLOORS: dict[str, int] = {
     **dict.fromkeys(
-        ("errors", "registry", "seeding", "masked", "faults", "threads", "records", "platform"),
+        ("errors", "registry", "seeding", "masked", "faults", "threads", "records", "machine"),
         0,
     ),
-    "tracking.base": 0,
+    "sql_urls": 0,
+    # the results-store port: the tracker protocol, the store protocols, the run table and the
+    # tag vocabulary (the adapters behind it are floor 5)
+    **dict.fromkeys(("tracking.base", "tracking.table", "tracking.tags", "tracking.common"), 0),
     **dict.fromkeys(
         (
             "algorithms",

@@ -18,7 +18,8 @@ from ablate.checkpoint import load_latest, save_checkpoint
 from ablate.errors import DivergedError, TrialError
 from ablate.evaluation import due_marks, evaluate
 from ablate.spec import TrialSpec
-from ablate.tracking import OUTCOME, OUTCOME_MESSAGE, NullTracker, Tracker
+from ablate.tracking.base import NullTracker, Tracker
+from ablate.tracking.tags import OUTCOME, OUTCOME_MESSAGE
 from ablate.trainer.setup import EngineFactory, Setup, TrainState, setup_trial
 from ablate.trainer.step import rl_step
 

@@ -152,7 +152,7 @@ def rl_run(loaded, make_engine: EngineFactory, engine_name: str, device: str, st
     step logs the engine's distance from the trainer) on `loaded` = (model, tokenizer)."""
     from ablate.presets import baseline
     from ablate.spec import Budget, EvalSpec, Optim, TrialSpec
-    from ablate.trackers import MemoryTracker
+    from ablate.tracking import MemoryTracker
     from ablate.trainer import train
 
     algorithm = dataclasses.replace(

@@ -102,10 +102,10 @@ def study_rows(
 ) -> list[Row]:
     """Study wall time per (trials, workers), interleaved; a fresh study name per run in one
     store created up front (its one-off schema migration is not a study's cost)."""
-    from ablate.tracking import default_tracking_uri, init_store
+    from ablate.tracking import default_uri, open_store
 
-    uri = default_tracking_uri(results_dir)
-    init_store(uri)
+    uri = default_uri(results_dir)
+    open_store(uri).init()
     configs = [(n, w) for n in trial_counts for w in worker_counts]
     counter = iter(range(10**9))
 

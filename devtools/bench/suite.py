@@ -50,12 +50,12 @@ class Bench:
 
     def tracker(self, label: str):
         """A fresh real MLflow run (sqlite in the scratch folder) for one benchmark case."""
-        from ablate.tracking import MLflowStudy, default_tracking_uri, init_store
+        from ablate.tracking import default_uri, open_store
 
         if self._store is None:
-            uri = default_tracking_uri(self.scratch / "mlflow")
-            init_store(uri)
-            self._store = MLflowStudy.open(uri, "ablate-bench")
+            store = open_store(default_uri(self.scratch / "mlflow"))
+            store.init()
+            self._store = store.open_study("ablate-bench")
         case_id = f"case-{len(self._trackers) + 1}"
         self._trackers.append(self._store.trial_tracker(case_id, run_name=label, tags={}))
         return self._trackers[-1]
@@ -168,7 +168,7 @@ def overhead_share(records: list[StepRecord]) -> float:
 
 
 def section_overhead(bench: Bench) -> list[Row]:
-    from ablate.tracking import FLUSH_EVERY_STEPS
+    from ablate.tracking.common import FLUSH_EVERY_STEPS
 
     o, rows = bench.options, []
     for size in o.sizes:
