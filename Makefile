@@ -108,9 +108,8 @@ test-browser: $(BROWSER_STAMP)
 	ABLATE_REQUIRE_BROWSER=1 ABLATE_BROWSER_OUT=reports/browser-check OMP_NUM_THREADS=1 \
 		$(BIN)/python -m pytest -m browser -q
 
-# Every Python tree of the repository: the package, the presets, tests, studies, developer tools
-# (those present: tools/ holds one script that is being retired).
-LINTED := $(wildcard ablate baselines tests studies tools devtools)
+# Every Python tree of the repository: the package, the presets, tests, studies, developer tools.
+LINTED := ablate baselines tests studies devtools
 
 lint: install
 	$(BIN)/ruff check $(LINTED)

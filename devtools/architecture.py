@@ -70,6 +70,7 @@ FLOORS: dict[str, int] = {
     **dict.fromkeys(
         (
             "study",
+            "arms",
             "study_checks",
             "preflight",
             "runner",

@@ -119,3 +119,22 @@ def test_local_tasks_have_no_generated_solutions():
     task = get_task("gsm8k", path=str(FIXTURES / "gsm8k_small.jsonl"), n_eval=2)
     with pytest.raises(ConfigError, match="synthetic"):
         task.sample_solution(task.problems("eval")[0], get_template("plain"), random.Random(0))
+
+
+def test_every_task_module_beside_the_registry_is_registered_without_a_list():
+    """A new task is one file in ablate/tasks/: the package imports its modules itself."""
+    import ast
+    from pathlib import Path
+
+    import ablate.tasks
+
+    declared = set()
+    for path in Path(ablate.tasks.__file__).parent.glob("[!_]*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            decorated = isinstance(node, ast.ClassDef) and any(
+                getattr(d, "id", None) == "register_task" for d in node.decorator_list
+            )
+            if decorated:
+                declared.add(node.name)
+    registered = {ablate.tasks.base.TASKS.get(n).__name__ for n in ablate.tasks.task_names()}
+    assert declared and declared <= registered
