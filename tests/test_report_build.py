@@ -164,7 +164,7 @@ def test_report_is_attached_to_the_study_run(report):
     assert parent_status(uri, study.name) == "FINISHED"  # as it was
 
 
-STUDY_FILE = f"""
+SYNTH_STUDY_FILE = f"""
 from ablate.study import Budget, EvalSpec, Study, arm
 
 STUDY = Study(
@@ -185,7 +185,7 @@ def test_ablate_report_leaves_a_study_still_training_elsewhere_running(tmp_path)
     from ablate.cli import main
 
     study_file = tmp_path / "synth.py"
-    study_file.write_text(STUDY_FILE)
+    study_file.write_text(SYNTH_STUDY_FILE)
     study, rng, results = tiny_study(), np.random.default_rng(1), tmp_path / "results"
     uri = tracking.default_uri(results)
     store = tracking.open_store(uri)

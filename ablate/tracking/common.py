@@ -3,14 +3,16 @@ batching, a background sender, and which errors are the disk's."""
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import math
 import platform
 import subprocess
+import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -173,3 +175,32 @@ class Background:
         if self._error is not None:
             error, self._error = self._error, None
             raise error
+
+
+@contextlib.contextmanager
+def samples_file(name: str, records: Sequence[Mapping[str, Any]], step: int) -> Iterator[Path]:
+    """The eval samples as a temporary `{name}_step{step:06d}.parquet` for a store to keep
+    under `samples/` (parquet, not MLflow's `log_table`, which breaks after ~80 tables a run)."""
+    import pandas as pd
+
+    frame = pd.DataFrame([dict(r) for r in records])
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / f"{name}_step{step:06d}.parquet"
+        try:
+            frame.to_parquet(path, index=False)
+        except (TypeError, ValueError):  # mixed-type object columns: store them as text
+            text = {c: str for c in frame.columns if frame[c].dtype == object}
+            frame.astype(text).to_parquet(path, index=False)
+        yield path
+
+
+@contextlib.contextmanager
+def dict_file(data: Mapping[str, Any], artifact_file: str) -> Iterator[tuple[Path, str]]:
+    """`data` as a temporary JSON file named like `artifact_file` ("config.json", "a/b.json"),
+    and the artifact folder it belongs in ("" for the run's own)."""
+    target = Path(artifact_file)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / target.name
+        path.write_text(json.dumps(data, indent=2, default=str))
+        folder = target.parent.as_posix()
+        yield path, "" if folder == "." else folder

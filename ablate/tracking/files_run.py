@@ -33,7 +33,9 @@ from ablate.tracking.common import (
     TAG_MAX_CHARS,
     MetricBuffer,
     MetricRow,
+    dict_file,
     param_tags,
+    samples_file,
     text_value,
 )
 
@@ -268,30 +270,16 @@ class FileTracker:
 
     def log_samples(self, name: str, records: Sequence[Mapping[str, Any]], step: int) -> None:
         """`samples/{name}_step{step:06d}.parquet`, as the MLflow tracker writes them."""
-        import pandas as pd
-
         self.flush()
-        frame = pd.DataFrame([dict(r) for r in records])
-        with tempfile.TemporaryDirectory() as tmp:
-            path = Path(tmp) / f"{name}_step{step:06d}.parquet"
-            try:
-                frame.to_parquet(path, index=False)
-            except (TypeError, ValueError):  # mixed-type object columns: store them as text
-                frame.astype(
-                    {c: str for c in frame.columns if frame[c].dtype == object}
-                ).to_parquet(path, index=False)
+        with samples_file(name, records, step) as path:
             self.run.add_artifact(path, "samples")
 
     def set_tags(self, tags: Mapping[str, str]) -> None:
         self.run.update_tags({k: text_value(v)[:TAG_MAX_CHARS] for k, v in tags.items()})
 
     def log_dict(self, data: Mapping[str, Any], artifact_file: str) -> None:
-        target = Path(artifact_file)
-        with tempfile.TemporaryDirectory() as tmp:
-            path = Path(tmp) / target.name
-            path.write_text(json.dumps(data, indent=2, default=str))
-            parent = target.parent.as_posix()
-            self.run.add_artifact(path, "" if parent == "." else parent)
+        with dict_file(data, artifact_file) as (path, folder):
+            self.run.add_artifact(path, folder)
 
     def close(self, status: str = "FINISHED") -> None:
         """Flush, then end the run with FINISHED, FAILED or KILLED. Closing twice is a no-op."""

@@ -3,8 +3,6 @@ background; a resumed run skips every (metric, step) it already holds."""
 
 from __future__ import annotations
 
-import json
-import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -16,7 +14,9 @@ from ablate.tracking.common import (
     MetricBuffer,
     MetricRow,
     chunks,
+    dict_file,
     param_tags,
+    samples_file,
     text_value,
 )
 from ablate.tracking.mlflow_client import BATCH_PARAMS_TAGS, client, set_tags
@@ -84,20 +84,9 @@ class MLflowTracker:
         self._buffer.take()
 
     def log_samples(self, name: str, records: Sequence[Mapping[str, Any]], step: int) -> None:
-        """`samples/{name}_step{step:06d}.parquet` (parquet, not `log_table`, which breaks after
-        ~80 tables per run)."""
-        import pandas as pd
-
+        """`samples/{name}_step{step:06d}.parquet` (`common.samples_file`)."""
         self.flush()  # an eval is a natural point to make the curves current
-        frame = pd.DataFrame([dict(r) for r in records])
-        with tempfile.TemporaryDirectory() as tmp:
-            path = Path(tmp) / f"{name}_step{step:06d}.parquet"
-            try:
-                frame.to_parquet(path, index=False)
-            except (TypeError, ValueError):  # mixed-type object columns: store them as text
-                frame.astype(
-                    {c: str for c in frame.columns if frame[c].dtype == object}
-                ).to_parquet(path, index=False)
+        with samples_file(name, records, step) as path:
             self._client.log_artifact(self.run_id, str(path), "samples")
 
     def set_tags(self, tags: Mapping[str, str]) -> None:
@@ -107,12 +96,8 @@ class MLflowTracker:
     def log_dict(self, data: Mapping[str, Any], artifact_file: str) -> None:
         """`data` as a JSON artifact at `artifact_file` (e.g. "config.json")."""
         self._sender.wait()
-        target = Path(artifact_file)
-        with tempfile.TemporaryDirectory() as tmp:
-            path = Path(tmp) / target.name
-            path.write_text(json.dumps(data, indent=2, default=str))
-            parent = target.parent.as_posix()
-            self._client.log_artifact(self.run_id, str(path), None if parent == "." else parent)
+        with dict_file(data, artifact_file) as (path, folder):
+            self._client.log_artifact(self.run_id, str(path), folder or None)
 
     def log_artifact(self, path: str | Path, artifact_path: str | None = None) -> None:
         self._sender.wait()
