@@ -6,16 +6,18 @@ group of G completions of one prompt (n groups, B = n·G). Each value of `Algori
 from __future__ import annotations
 
 from collections.abc import Callable
-
-import torch
-from torch import Tensor
+from typing import TYPE_CHECKING
 
 from ablate.errors import ConfigError
+from ablate.lazy import torch
 from ablate.registry import AlgorithmFields, FieldRule, Registry, finite
 
-BaselineFn = Callable[[Tensor], Tensor]  # rewards [n, G] -> baseline [n, G]
-# centred, rewards, completion lengths [n, G] -> scaled [n, G]
-ScaleFn = Callable[[Tensor, Tensor, "Tensor | None", AlgorithmFields], Tensor]
+if TYPE_CHECKING:
+    from torch import Tensor
+
+    BaselineFn = Callable[[Tensor], Tensor]  # rewards [n, G] -> baseline [n, G]
+    # centred, rewards, completion lengths [n, G] -> scaled [n, G]
+    ScaleFn = Callable[[Tensor, Tensor, "Tensor | None", AlgorithmFields], Tensor]
 
 BASELINES: Registry[BaselineFn] = Registry("baseline")
 SCALES: Registry[ScaleFn] = Registry("advantage scale")

@@ -1,4 +1,5 @@
-"""PPO's learned critic: a value head, per-token rewards, GAE, the clipped value loss.
+"""PPO's learned critic: the fields it reads, per-token rewards, GAE, the clipped value loss. Its
+value head is `estimators.ValueHead`, trained by the GAE estimator that owns it.
 
 Design choice: the critic is a linear `ValueHead` on the policy's last hidden state (a shared
 trunk, PPO's Eq. 9 with c1 = `vf_coef`), not a separate critic model as in verl or TRL.
@@ -19,12 +20,14 @@ token), as TRL does. The functions below are pure; shapes are [B, T] over comple
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
-import torch
-from torch import Tensor, nn
-
+from ablate.lazy import no_grad, torch
 from ablate.objective import AGGREGATIONS, masked_mean
 from ablate.registry import FieldRule, finite
+
+if TYPE_CHECKING:
+    from torch import Tensor, nn
 
 #: Added to the variance before the square root when whitening (TRL's and verl's masked_whiten).
 WHITEN_EPS = 1e-8
@@ -52,19 +55,6 @@ GAE_READS = (
     FieldRule("whiten_advantages", lambda v, a: isinstance(v, bool), "must be True or False"),
     FieldRule("critic_lr", _none_or_positive, "must be None (the policy's lr) or a number > 0"),
 )
-
-
-class ValueHead(nn.Module):
-    """V(s_t) = w·h_t + b on the policy's last hidden state h_t [B, T, H] -> [B, T]."""
-
-    def __init__(self, hidden_size: int) -> None:
-        super().__init__()
-        # zero init, not nn.Linear's: V = 0 at the start and no RNG draw (see the module doc)
-        self.weight = nn.Parameter(torch.zeros(1, hidden_size))
-        self.bias = nn.Parameter(torch.zeros(1))
-
-    def forward(self, hidden: Tensor) -> Tensor:
-        return nn.functional.linear(hidden.float(), self.weight, self.bias).squeeze(-1)
 
 
 def num_params(module: nn.Module) -> int:
@@ -151,7 +141,7 @@ def value_loss(
     return loss, stats
 
 
-@torch.no_grad()
+@no_grad
 def explained_variance(values: Tensor, returns: Tensor, mask: Tensor) -> float:
     """1 - Var[R - V] / Var[R] over the masked tokens: 1 = perfect, 0 = no better than the mean
     of R, < 0 = worse; NaN when the returns do not vary (nothing to explain)."""

@@ -17,13 +17,13 @@ import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
+import torch
 from torch import Tensor, nn
 
 from ablate.advantages import GROUP_READS, group_advantages
 from ablate.algorithms import Algorithm
 from ablate.critic import (
     GAE_READS,
-    ValueHead,
     explained_variance,
     gae,
     masked_whiten,
@@ -67,6 +67,20 @@ class AdvantageEstimator(Protocol):
     def state_dict(self) -> dict[str, Any]: ...
 
     def load_state_dict(self, state: dict[str, Any]) -> None: ...
+
+
+class ValueHead(nn.Module):
+    """V(s_t) = w·h_t + b on the policy's last hidden state h_t [B, T, H] -> [B, T]."""
+
+    def __init__(self, hidden_size: int) -> None:
+        super().__init__()
+        # zero init, not nn.Linear's: V = 0 at the start and no RNG draw, so a PPO arm sees the
+        # same prompts and samples as the GRPO arms of its seed (critic.py: the design)
+        self.weight = nn.Parameter(torch.zeros(1, hidden_size))
+        self.bias = nn.Parameter(torch.zeros(1))
+
+    def forward(self, hidden: Tensor) -> Tensor:
+        return nn.functional.linear(hidden.float(), self.weight, self.bias).squeeze(-1)
 
 
 EstimatorFactory = Callable[..., AdvantageEstimator]

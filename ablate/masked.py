@@ -5,7 +5,10 @@
 
 from __future__ import annotations
 
-from torch import Tensor
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from torch import Tensor
 
 #: The log-ratio is clamped before exp (as verl does): beyond e^±20 the clip has long bound,
 #: and an overflowing exp would turn the unselected branch's gradient into NaN.

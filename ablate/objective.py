@@ -11,13 +11,11 @@ fields it reads (`reads=`), from which the algorithm's checks and the peer table
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
-
-import torch
-from torch import Tensor
+from typing import TYPE_CHECKING, Any
 
 from ablate.advantages import BASELINES, SCALES
 from ablate.errors import ConfigError
+from ablate.lazy import no_grad, torch
 from ablate.masked import LOG_RATIO_LIMIT, masked_mean, masked_sum
 from ablate.registry import AlgorithmFields, FieldRule, Registry
 from ablate.surrogates import SURROGATES, clipped_surrogate
@@ -35,10 +33,16 @@ __all__ = [
     "policy_loss",
 ]
 
-RatioFn = Callable[[Tensor, Tensor, Tensor], Tensor]  # logp, old_logp, mask [B, T] -> log r [B, T]
-# loss, mask [B, T], L, group ids [B] -> scalar
-AggFn = Callable[[Tensor, Tensor, "int | None", "Tensor | None"], Tensor]
-KLFn = Callable[[Tensor, Tensor], Tensor]  # logp, ref_logp [B, T] -> kl [B, T]
+
+if TYPE_CHECKING:
+    from torch import Tensor
+
+    RatioFn = Callable[
+        [Tensor, Tensor, Tensor], Tensor
+    ]  # logp, old_logp, mask [B, T] -> log r [B, T]
+    # loss, mask [B, T], L, group ids [B] -> scalar
+    AggFn = Callable[[Tensor, Tensor, "int | None", "Tensor | None"], Tensor]
+    KLFn = Callable[[Tensor, Tensor], Tensor]  # logp, ref_logp [B, T] -> kl [B, T]
 
 RATIOS: Registry[RatioFn] = Registry("ratio level")
 AGGREGATIONS: Registry[AggFn] = Registry("loss aggregation")
@@ -233,7 +237,7 @@ def _check_shapes(logp, old_logp, advantages, mask, ref_logp, entropy) -> None:
         )
 
 
-@torch.no_grad()
+@no_grad
 def loss_stats(
     logp: Tensor,
     old_logp: Tensor,

@@ -7,9 +7,14 @@ from __future__ import annotations
 
 import hashlib
 import random
+from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
+
+from ablate.lazy import torch
+
+if TYPE_CHECKING:
+    import torch as torch_types
 
 
 def derive_seed(seed: int, *names: str) -> int:
@@ -25,7 +30,9 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
-def generator(seed: int, *names: str, device: str | torch.device = "cpu") -> torch.Generator:
+def generator(
+    seed: int, *names: str, device: str | torch_types.device = "cpu"
+) -> torch_types.Generator:
     """A torch.Generator for the stream `names` of `seed`."""
     g = torch.Generator(device=device)
     g.manual_seed(derive_seed(seed, *names))

@@ -12,16 +12,18 @@ Formulas checked against verl 0.9.1 `core_algos.py` (compute_policy_loss_*), our
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import torch
-from torch import Tensor
-
+from ablate.lazy import no_grad, torch
 from ablate.masked import LOG_RATIO_LIMIT, masked_mean, masked_sum
 from ablate.registry import AlgorithmFields, FieldRule, Registry, finite
 
-# logp, log_ratio, adv, mask [B, T] (adv [B, 1] or [B, T]), algo -> (loss [B, T], diagnostics)
-SurrogateFn = Callable[[Tensor, Tensor, Tensor, Tensor, AlgorithmFields], tuple[Tensor, dict]]
+if TYPE_CHECKING:
+    from torch import Tensor
+
+    # logp, log_ratio, adv, mask [B, T] (adv [B, 1] or [B, T]), algo -> (loss [B, T], diagnostics)
+    SurrogateFn = Callable[[Tensor, Tensor, Tensor, Tensor, AlgorithmFields], tuple[Tensor, dict]]
+
 SURROGATES: Registry[SurrogateFn] = Registry("surrogate")
 
 
@@ -86,7 +88,7 @@ def clipped_surrogate(log_ratio: Tensor, adv: Tensor, algo: AlgorithmFields) -> 
     return loss
 
 
-@torch.no_grad()
+@no_grad
 def clip_fractions(log_ratio: Tensor, adv: Tensor, mask: Tensor, algo: AlgorithmFields) -> dict:
     """Shares of the masked tokens the clipped surrogate cuts: below 1 - clip_low with A < 0,
     above 1 + clip_high with A > 0, either, and above the dual clip with A < 0 (float32)."""

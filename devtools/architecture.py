@@ -26,7 +26,17 @@ from pathlib import Path
 #: A module's floor is that of its longest listed prefix.
 FLOORS: dict[str, int] = {
     **dict.fromkeys(
-        ("errors", "registry", "seeding", "masked", "faults", "threads", "records", "machine"),
+        (
+            "errors",
+            "registry",
+            "seeding",
+            "masked",
+            "faults",
+            "threads",
+            "records",
+            "machine",
+            "lazy",
+        ),
         0,
     ),
     "sql_urls": 0,

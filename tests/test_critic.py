@@ -10,7 +10,6 @@ import torch
 
 from ablate.algorithms import Algorithm
 from ablate.critic import (
-    ValueHead,
     explained_variance,
     gae,
     masked_whiten,
@@ -18,6 +17,7 @@ from ablate.critic import (
     token_rewards,
     value_loss,
 )
+from ablate.estimators import ValueHead
 from ablate.objective import AGGREGATIONS, RATIOS, policy_loss
 
 T = torch.tensor

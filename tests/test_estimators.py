@@ -11,8 +11,7 @@ from torch import nn
 
 from ablate.advantages import group_advantages
 from ablate.algorithms import AdvantageName, Algorithm
-from ablate.critic import ValueHead
-from ablate.estimators import ESTIMATORS, GroupEstimator, make_estimator
+from ablate.estimators import ESTIMATORS, GroupEstimator, ValueHead, make_estimator
 from ablate.records import ShapedBatch
 from ablate.spec import Budget, EvalSpec, TrialSpec
 from ablate.tasks.base import CHARSET

@@ -8,7 +8,7 @@ import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
 from ablate import fast_llama
-from ablate.critic import ValueHead
+from ablate.estimators import ValueHead
 from ablate.forward import completion_forward, forward_tokens
 from ablate.records import Rollouts
 from ablate.testing import char_tokenizer, tiny_llama

@@ -91,3 +91,21 @@ def test_import_ablate_loads_no_heavy_library():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_checking_algorithms_and_studies_loads_no_torch():
+    """Every preset, an algorithm whose checks read the surrogates' declarations, and the
+    README's study file are checked without torch (`ablate presets`, `ablate show` and loading a
+    study stay fast): the factor registries import it at their first tensor operation."""
+    code = (
+        "import sys, ablate; from ablate.presets import baseline, baseline_names; "
+        "[baseline(n) for n in baseline_names()]; "
+        "ablate.Algorithm(surrogate='sapo', sapo_tau_pos=2.0, scale='batch_std'); "
+        "from ablate.study import load_study; load_study('studies/quickstart.py'); "
+        "print('torch' in sys.modules)"
+    )
+    root = Path(__file__).resolve().parent.parent
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=root
+    )
+    assert out.stdout.strip() == "False"
