@@ -96,8 +96,9 @@ FLOORS: dict[str, int] = {
     "": 8,  # the package's own __init__: the public API re-exports from every floor
 }
 FLOORS = {f"ablate.{k}" if k else "ablate": v for k, v in FLOORS.items()}
-#: No module of the package over this many lines.
+#: No module of the package over this many lines, no function over this many.
 MAX_LINES = 400
+MAX_FUNCTION_LINES = 60
 
 
 @dataclass(frozen=True)
@@ -190,6 +191,18 @@ def floor_of(module: str) -> int | None:
             return floor
         parts.pop()
     return FLOORS.get(module)  # the package itself
+
+
+def long_functions(root: Path, limit: int = MAX_FUNCTION_LINES) -> dict[str, int]:
+    """`module.function` -> its line count, for every function over `limit` lines."""
+    out = {}
+    for name, path in module_names(root).items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                lines = node.end_lineno - node.lineno + 1
+                if lines > limit:
+                    out[f"{name}.{node.name}"] = lines
+    return out
 
 
 def unplaced(modules: list[str]) -> list[str]:
@@ -325,6 +338,7 @@ def report(root: Path) -> list[str]:
     lines += [f"  {e.source}:{e.line} -> {e.target} ({e.kind})" for e in up]
     lines.append(f"modules on no floor: {unplaced(modules)}")
     lines.append(f"modules over {MAX_LINES} lines: {long_modules(root)}")
+    lines.append(f"functions over {MAX_FUNCTION_LINES} lines: {long_functions(root)}")
     return lines
 
 

@@ -31,9 +31,10 @@ def test_no_import_reaches_up_a_floor(edges):
     assert [f"{e.source}:{e.line} -> {e.target}" for e in arch.upward(edges)] == []
 
 
-def test_every_module_is_on_a_floor_and_under_the_line_cap():
+def test_every_module_is_on_a_floor_and_under_the_line_caps():
     assert arch.unplaced(list(arch.module_names(ROOT))) == []
     assert arch.long_modules(ROOT) == {}
+    assert arch.long_functions(ROOT) == {}
 
 
 def _write(root: Path, files: dict[str, str]) -> None:
@@ -68,8 +69,9 @@ def test_the_checks_see_circles_and_upward_imports_wherever_they_hide(tmp_path, 
         ("ablate.records", "ablate.runner")
     ]
     assert arch.unplaced(modules) == ["ablate.newthing"]
-    (tmp_path / "ablate" / "spec.py").write_text("x = 1\n" * 401)
+    (tmp_path / "ablate" / "spec.py").write_text("def f():\n" + "    x = 1\n" * 400)
     assert arch.long_modules(tmp_path) == {"ablate.spec": 401}
+    assert arch.long_functions(tmp_path) == {"ablate.spec.f": 401}
 
 
 def _trace(algorithm) -> list[tuple[str, str]]:
