@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ablate.errors import ConfigError
-from ablate.lease import file_lock
+from ablate.locks import file_lock
 from ablate.runner import RunHooks, TrialOutcome, results_paths
 from ablate.sql_urls import driver_url
 from ablate.study import Study, Trial

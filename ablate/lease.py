@@ -24,7 +24,6 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -204,19 +203,3 @@ class TrialLease:
         if not self._lost:
             with contextlib.suppress(Exception):  # else it expires by itself
                 self.store.release(self.key, self.owner)
-
-
-@contextlib.contextmanager
-def file_lock(path: Path) -> Iterator[None]:
-    """An exclusive lock on `path` among this machine's processes (released by the kernel if
-    the holder dies)."""
-    import fcntl
-
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)

@@ -148,7 +148,7 @@ def identified_trials(study: Study) -> list[Trial]:
 @contextlib.contextmanager
 def setup_lock(root: Path) -> Iterator[None]:
     """Exclusive among the processes of this machine sharing the results folder `root`."""
-    from ablate.lease import file_lock
+    from ablate.locks import file_lock
 
     with file_lock(Path(root) / ".setup.lock"):
         yield

@@ -36,6 +36,7 @@ FLOORS: dict[str, int] = {
             "records",
             "machine",
             "lazy",
+            "locks",
         ),
         0,
     ),

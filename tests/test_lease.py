@@ -10,7 +10,8 @@ import time
 
 import pytest
 
-from ablate.lease import LeaseLost, LeaseStore, TrialLease, file_lock, owner_is_dead
+from ablate.lease import LeaseLost, LeaseStore, TrialLease, owner_is_dead
+from ablate.locks import file_lock
 from ablate.tracking import open_store
 
 

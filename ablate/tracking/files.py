@@ -21,9 +21,10 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from ablate.errors import ConfigError
+from ablate.locks import file_lock
 from ablate.tracking.base import Guard, StoreUI, terminal
 from ablate.tracking.common import artifact_files, disk_failure, raised_by
-from ablate.tracking.files_run import FileTracker, RunFolder, locked, read_json, write_json
+from ablate.tracking.files_run import FileTracker, RunFolder, read_json, write_json
 from ablate.tracking.table import RunRecord, RunTable
 from ablate.tracking.tags import CURRENT, KIND, PLAN_MARKED, RESUMES, STUDY, TRIAL_ID
 
@@ -82,7 +83,7 @@ class FileStudy:
     ) -> FileTracker:
         """The run of `trial_id`: its unfinished run resumed (held steps skipped), else a new
         one; a FINISHED trial raises ValueError."""
-        with locked(self.folder / ".lock"):
+        with file_lock(self.folder / ".lock"):
             runs = self.trial_runs(trial_id)
             finished = [r.run_id for r in runs if r.info().get("status") == "FINISHED"]
             if finished:
@@ -147,7 +148,7 @@ class FileStore:
         store has no experiments: `experiment` is accepted and unused)."""
         folder = self._study_folder(name)
         (folder / "runs").mkdir(parents=True, exist_ok=True)
-        with locked(folder / ".lock"):
+        with file_lock(folder / ".lock"):
             study = self.find_study(name)
             if study is None:
                 parent = RunFolder.create(

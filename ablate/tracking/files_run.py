@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from ablate import faults
+from ablate.locks import file_lock
 from ablate.tracking.base import Guard, terminal
 from ablate.tracking.common import (
     PARAM_MAX_CHARS,
@@ -69,20 +70,6 @@ def read_json(path: Path) -> dict[str, Any]:
         return {}
 
 
-@contextlib.contextmanager
-def locked(path: Path) -> Iterator[None]:
-    """Exclusive among processes of this machine while held (the kernel releases it when the
-    holder dies)."""
-    import fcntl
-
-    with open(path, "a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
-
-
 def now_ms() -> int:
     return int(time.time() * 1000)
 
@@ -120,7 +107,7 @@ class RunFolder:
 
     @contextlib.contextmanager
     def _locked(self) -> Iterator[None]:
-        with locked(self.folder / ".lock"):
+        with file_lock(self.folder / ".lock"):
             yield
 
     def update_tags(self, tags: Mapping[str, str]) -> None:
