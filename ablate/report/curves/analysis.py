@@ -5,8 +5,8 @@ reference arm.
 
 Over seeds: A gets the Student-t interval of the mean; B, C_mid and the compute to reach the
 target are positive and skewed, so theirs is the t interval of the mean log, shown as the
-geometric mean [exp(low), exp(high)]. Coverage is checked by simulation
-(`curve_calibration`). Trials whose curve gives no fit are listed with the reason and left out.
+geometric mean [exp(low), exp(high)]. Coverage is checked by simulation (`python -m devtools
+curve-calibration`). Trials whose curve gives no fit are listed with the reason and left out.
 
 The comparison rule (ScaleRL App. A.5, with seeds): A first, arm − reference paired by seed,
 Holm-adjusted over the arms; when the A difference is within the measured noise (not
@@ -16,9 +16,9 @@ on the log, Holm over those arms).
 
 An arm has not levelled off when any seed's curve leaves A unidentified against the ceiling
 (`check.at_ceiling`): there A's and C_mid's intervals over seeds undercover (simulated at
-the curves studies/compute_curves.py measured: 0.85-0.87 at 5 seeds, `curve_calibration`), so
-the report shows their means only and skips the A test; B's intervals hold (0.91-0.94), so B
-is compared with a shared A.
+the curves studies/compute_curves.py measured: 0.85-0.87 at 5 seeds, `python -m devtools
+curve-calibration`), so the report shows their means only and skips the A test; B's intervals
+hold (0.91-0.94), so B is compared with a shared A.
 """
 
 from __future__ import annotations

@@ -47,9 +47,9 @@ def standard_errors(c: np.ndarray, fit: Fit, sigma: float) -> np.ndarray:
 def at_ceiling(fit: Fit, c: np.ndarray) -> bool:
     """Whether a curve leaves A unidentified against the ceiling 1: refused with A at its
     bound, or its A within one linearised standard error of 1 (σ from the fit's residuals at
-    the points `c` it was fitted on). Chosen by simulation (`curve_calibration`): at the curves
-    studies/compute_curves.py measured it flags 97-100% of studies, whose A and C_mid
-    intervals would cover 0.85-0.87 at 5 seeds; where A is well below 1 the intervals it leaves
+    the points `c` it was fitted on). Chosen by simulation (`python -m devtools
+    curve-calibration`): at the curves studies/compute_curves.py measured it flags 97-100% of
+    studies, whose A and C_mid intervals would cover 0.85-0.87 at 5 seeds; where A is well below 1 the intervals it leaves
     cover 0.91-0.97."""
     if NOT_LEVELLED in fit.reason:
         return True

@@ -8,7 +8,7 @@ and 72% (n=3) of the time, so it is gone.
 The training seed is the unit of inference: intervals, p-values and marks come from Student-t
 statistics over seeds (`t_interval`, `paired_contrast`, `welch_contrast`), Holm-adjusted over a
 table's contrasts, and never from fewer than MIN_SEEDS seeds. Their cores take `[..., n]` arrays so
-that `ablate.report.calibration` checks, by simulation, the very code the report runs.
+that `python -m devtools calibrate` checks, by simulation, the very code the report runs.
 """
 
 from __future__ import annotations
