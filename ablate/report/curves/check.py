@@ -49,8 +49,8 @@ def at_ceiling(fit: Fit, c: np.ndarray) -> bool:
     bound, or its A within one linearised standard error of 1 (σ from the fit's residuals at
     the points `c` it was fitted on). Chosen by simulation (`python -m devtools
     curve-calibration`): at the curves studies/compute_curves.py measured it flags 97-100% of
-    studies, whose A and C_mid intervals would cover 0.85-0.87 at 5 seeds; where A is well below 1 the intervals it leaves
-    cover 0.91-0.97."""
+    studies, whose A and C_mid intervals would cover 0.85-0.87 at 5 seeds; where A is well below
+    1 the intervals it leaves cover 0.91-0.97."""
     if NOT_LEVELLED in fit.reason:
         return True
     if not fit.ok or fit.n <= 3:
