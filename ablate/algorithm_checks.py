@@ -5,8 +5,9 @@ combinations that are legal but inert.
 Which fields an entry reads, and the values it accepts there, is declared where the entry is
 registered (`reads=`, in `objective`, `surrogates`, `critic`): this module derives the checks
 from those declarations. It reads the algorithm through its own fields (`type(algo)`) and imports
-nothing from `algorithms`, which imports it. The declaring modules import torch, which
-`import ablate` must not: they are imported inside the checks, when the first algorithm is built.
+nothing from `algorithms`, which imports it. The declaring modules (their ~30 registered entries)
+are imported inside the checks, when the first algorithm is built, not by `import ablate`; they
+reach torch only at their first tensor operation (`ablate.lazy`).
 """
 
 from __future__ import annotations

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ablate.tracking import tags as tag
+from ablate.tracking.base import terminal
 
 #: The longest tag value a store keeps (MLflow's REST API rejects longer ones).
 TAG_MAX_CHARS = 5000
@@ -204,3 +205,33 @@ def dict_file(data: Mapping[str, Any], artifact_file: str) -> Iterator[tuple[Pat
         path.write_text(json.dumps(data, indent=2, default=str))
         folder = target.parent.as_posix()
         yield path, "" if folder == "." else folder
+
+
+class RunTracker:
+    """What every store's trial tracker does at its end: flush, then end the run with FINISHED,
+    FAILED or KILLED, once (closing twice is a no-op); as a context manager it closes FAILED on
+    an exception. A store's tracker gives `flush` and `_end(status)`."""
+
+    _closed = False
+
+    def flush(self) -> None:
+        raise NotImplementedError
+
+    def _end(self, status: str) -> None:
+        raise NotImplementedError
+
+    def close(self, status: str = "FINISHED") -> None:
+        if self._closed:
+            return
+        status = terminal(status)
+        try:
+            self.flush()
+        finally:  # a failed flush must not leave the run RUNNING forever
+            self._end(status)
+            self._closed = True
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type: Any, *_: Any) -> None:
+        self.close("FINISHED" if exc_type is None else "FAILED")

@@ -28,12 +28,13 @@ from typing import Any
 
 from ablate import faults
 from ablate.locks import file_lock
-from ablate.tracking.base import Guard, terminal
+from ablate.tracking.base import Guard
 from ablate.tracking.common import (
     PARAM_MAX_CHARS,
     TAG_MAX_CHARS,
     MetricBuffer,
     MetricRow,
+    RunTracker,
     dict_file,
     param_tags,
     samples_file,
@@ -223,7 +224,7 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[os.write(fd, view) :]
 
 
-class FileTracker:
+class FileTracker(RunTracker):
     """A `Tracker` writing to one `RunFolder`. Metrics are buffered (as the MLflow tracker's:
     written every ~20 steps, at each eval and on close) and appended by this process only."""
 
@@ -233,7 +234,6 @@ class FileTracker:
         self.run, self.run_id = run, run.run_id
         self._buffer = MetricBuffer(held)
         self._guard = guard
-        self._closed = False
 
     def _check(self) -> None:
         if self._guard is not None:
@@ -268,19 +268,5 @@ class FileTracker:
         with dict_file(data, artifact_file) as (path, folder):
             self.run.add_artifact(path, folder)
 
-    def close(self, status: str = "FINISHED") -> None:
-        """Flush, then end the run with FINISHED, FAILED or KILLED. Closing twice is a no-op."""
-        if self._closed:
-            return
-        status = terminal(status)
-        try:
-            self.flush()
-        finally:  # a failed flush must not leave the run RUNNING forever
-            self.run.set_status(status)
-            self._closed = True
-
-    def __enter__(self) -> FileTracker:
-        return self
-
-    def __exit__(self, exc_type: Any, *_: Any) -> None:
-        self.close("FINISHED" if exc_type is None else "FAILED")
+    def _end(self, status: str) -> None:
+        self.run.set_status(status)

@@ -7,12 +7,13 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ablate.tracking.base import Guard, terminal
+from ablate.tracking.base import Guard
 from ablate.tracking.common import (
     PARAM_MAX_CHARS,
     Background,
     MetricBuffer,
     MetricRow,
+    RunTracker,
     chunks,
     dict_file,
     param_tags,
@@ -30,7 +31,7 @@ def held_steps(api: Any, run: Any) -> dict[str, set[int]]:
     return {k: {m.step for m in api.get_metric_history(run_id, k)} for k in run.data.metrics}
 
 
-class MLflowTracker:
+class MLflowTracker(RunTracker):
     """A `Tracker` writing to one MLflow run. Metrics are buffered: call `close` (or use it as a
     context manager, which closes FAILED on an exception) so the tail is not lost."""
 
@@ -46,7 +47,6 @@ class MLflowTracker:
         self.uri, self.run_id = uri, run_id
         self._client = api if api is not None else client(uri)
         self._buffer = MetricBuffer(held)
-        self._closed = False
         self._sender = Background()
         self._guard = guard
 
@@ -103,19 +103,5 @@ class MLflowTracker:
         self._sender.wait()
         self._client.log_artifact(self.run_id, str(path), artifact_path)
 
-    def close(self, status: str = "FINISHED") -> None:
-        """Flush, then end the run with FINISHED, FAILED or KILLED. Closing twice is a no-op."""
-        if self._closed:
-            return
-        status = terminal(status)
-        try:
-            self.flush()
-        finally:  # a failed flush must not leave the run RUNNING forever
-            self._client.set_terminated(self.run_id, status)
-            self._closed = True
-
-    def __enter__(self) -> MLflowTracker:
-        return self
-
-    def __exit__(self, exc_type: Any, *_: Any) -> None:
-        self.close("FINISHED" if exc_type is None else "FAILED")
+    def _end(self, status: str) -> None:
+        self._client.set_terminated(self.run_id, status)
