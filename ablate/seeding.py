@@ -1,7 +1,7 @@
 """The one place RNGs are seeded. Every seed in a trial derives by name from its
-`TrialSpec.rng_seed` (the trial seed, or an A/A replicate's own), so two trials with the same
-seed share data order, sampling and evaluation randomness (common random numbers) whatever
-their algorithm."""
+`TrialSpec.rng_seed` (the trial seed) or, for rollouts and mini-batch order, `rollout_seed` (an
+A/A replicate's own), so two trials with the same seed share data order, sampling and evaluation
+randomness (common random numbers) whatever their algorithm."""
 
 from __future__ import annotations
 

@@ -115,8 +115,9 @@ class EvalSpec:
     """Samples per eval problem (pass@1 is their mean correctness)."""
     ks: tuple[int, ...] = (1, 8)
     """pass@k values reported."""
-    max_problems: int = 64
-    """Eval problems used (the first ones of the eval split)."""
+    max_problems: int | None = None
+    """Eval problems used (the first ones of the eval split); None = the whole split, the
+    report's task-level reading (below 256 problems the study warns)."""
     temperature: float = 1.0
     """Eval sampling temperature."""
 
@@ -138,7 +139,9 @@ class EvalSpec:
                 f"ks={self.ks} must be in 1..n_samples": (
                     bool(self.ks) and all(1 <= k <= self.n_samples for k in self.ks)
                 ),
-                f"max_problems={self.max_problems} must be >= 1": self.max_problems >= 1,
+                f"max_problems={self.max_problems} must be None (all) or >= 1": (
+                    self.max_problems is None or self.max_problems >= 1
+                ),
                 f"temperature={self.temperature} must be > 0": self.temperature > 0,
             },
         )
@@ -218,8 +221,9 @@ class TrialSpec:
     study: str = ""
     """Name of the study this trial belongs to (part of the id)."""
     replicate: str = ""
-    """Name of an independent seed stream for an A/A replicate arm; '' = the study's common
-    random numbers."""
+    """Name of an A/A replicate arm: its rollouts (and mini-batch order) draw from a seed stream
+    of their own, while its data order, eval samples and initial state stay the study's common
+    random numbers, so it pairs with its twin by seed like any other arm; '' = not a replicate."""
     model_weights: str = ""
     """sha256 of the base model's weights (filled in by the runner), so that a model rebuilt
     under the same name is a new trial, not the old one resumed; '' = not recorded."""
@@ -234,8 +238,13 @@ class TrialSpec:
 
     @property
     def rng_seed(self) -> int:
-        """The seed every RNG of the trial derives from: `seed` itself, or for a replicate a
-        stable seed of its own, so an A/A arm shares nothing random with its twin."""
+        """The seed of the trial's common random numbers: data order, eval samples, init."""
+        return self.seed
+
+    @property
+    def rollout_seed(self) -> int:
+        """The seed of the training rollouts and the update's mini-batch order: `seed`, or for
+        an A/A replicate a stable seed of its own (the only randomness it does not share)."""
         if not self.replicate:
             return self.seed
         from ablate.seeding import derive_seed  # lazily: seeding imports torch, specs must not
@@ -262,7 +271,9 @@ class TrialSpec:
 #: Bumped whenever a default of Algorithm, Budget, Optim, EvalSpec or TrialSpec changes meaning,
 #: or what a trial produces.
 # 2: rollout seeds keyed on (step, attempt), no longer on the count of generation batches.
-ID_VERSION = 2
+# 3: EvalSpec.max_problems defaults to the whole eval split (was 64); an A/A replicate shares its
+#    twin's data order and eval samples (common random numbers), only its rollouts differ.
+ID_VERSION = 3
 
 
 def _non_default(obj: Any) -> Any:

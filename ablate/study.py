@@ -109,14 +109,28 @@ class Study:
     engine: Engine = "hf"
     device: str = "cpu"
     effect_of_interest: float | None = None
-    """The smallest Δ pass@1 worth detecting: the report gives the seeds needed to detect it."""
+    """The smallest Δ pass@1 worth detecting: the report's power and `ablate plan` aim at it."""
+    equivalence_margin: float | None = None
+    """±margin on Δ pass@1 inside which two arms count as equivalent (TOST: the 90% task-level
+    interval inside the margin); None = `effect_of_interest`. Declared before the results."""
+    primary: str = "equal steps"
+    """The primary comparison ("equal steps" or "equal tokens"); every other table is secondary."""
+    looks: Sequence[int] = ()
+    """A sequential design: the seed counts at which `ablate run --until-decided` looks (e.g.
+    (3, 5, 8, 12, 16), the first `looks[-1]` of `seeds`), adding seeds only to the contrasts still
+    undecided; () = a fixed design at every seed."""
+    spending: str = "obrien_fleming"
+    """Alpha spending across `looks` (Lan–DeMets): "obrien_fleming" or "pocock"."""
+    positive_control: str | None = None
+    """An arm with a known, real effect against the reference (e.g. the reference trained on random
+    rewards): the report says whether the study could detect it. Not in the primary family."""
     curves: CurveSpec | None = None
     """Fit compute–performance curves in the report (set `eval`'s compute cadence with it)."""
     findings: Sequence[Finding] = ()
     """A paper's findings this study tests (`ablate report` tests them on its results)."""
 
     def __post_init__(self) -> None:
-        for name in ("base_models", "arms", "templates", "seeds", "extra", "findings"):
+        for name in ("base_models", "arms", "templates", "seeds", "extra", "findings", "looks"):
             object.__setattr__(self, name, tuple(getattr(self, name)))
         object.__setattr__(self, "arms", _with_replicates_resolved(_collapsed(self.arms)))
         problems = study_problems(self)
@@ -139,8 +153,11 @@ class Study:
 
     @property
     def compared_arms(self) -> tuple[Arm, ...]:
-        """Arms contrasted with the reference (A/A replicates are checked on their own)."""
-        return tuple(a for a in self.arms if a.replicate_of is None)
+        """Arms contrasted with the reference (A/A replicates and the positive control are
+        checked on their own)."""
+        return tuple(
+            a for a in self.arms if a.replicate_of is None and a.name != self.positive_control
+        )
 
     def cells(self) -> list[tuple[str, str, str, int]]:
         """(arm, base model, template, seed) in a stable order, without duplicates."""

@@ -35,6 +35,7 @@ def study_problems(study: Study) -> list[str]:
         _search_problems,
         _replicate_problems,
         _finding_problems,
+        _design_problems,
     ):
         problems.extend(check(study))
     return problems
@@ -46,11 +47,39 @@ def study_warnings(study: Study) -> list[str]:
     from ablate import confounds
 
     ref = study.arm(study.reference_arm)
-    out = []
+    out = _eval_size_warnings(study)
     for a in study.compared_arms:
         if a.name != ref.name:
             out += confounds.undeclared(a.name, a.algorithm, a.declared, ref.name, ref.algorithm)
     return out
+
+
+#: Fewer eval problems than this and the task-level reading rests on a small sample of the task.
+MIN_EVAL_PROBLEMS = 256
+
+
+def eval_problem_count(study: Study) -> int | None:
+    """How many eval problems each eval reads: the declared J or the whole split (None when the
+    task cannot be built, which `_task_problems` reports)."""
+    from ablate.tasks import get_task
+
+    try:
+        split = len(get_task(study.task, **dict(study.task_options)).problems("eval"))
+    except AblateError:
+        return None
+    declared = study.eval.max_problems
+    return split if declared is None else min(declared, split)
+
+
+def _eval_size_warnings(study: Study) -> list[str]:
+    count = eval_problem_count(study)
+    if count is None or count >= MIN_EVAL_PROBLEMS:
+        return []
+    return [
+        f"each eval reads {count} problems of {study.task}'s eval split: the report treats them "
+        f"as a sample of the task, and below {MIN_EVAL_PROBLEMS} problems its intervals are wide "
+        "(use the whole split: EvalSpec(max_problems=None), or more problems)"
+    ]
 
 
 def _replicate_problems(study: Study) -> list[str]:
@@ -245,4 +274,40 @@ def _search_problems(study: Study) -> list[str]:
             out.append(f"search: {name!r} is not a field of {dim.target}")
         if dim.choices is None and (dim.low is None or dim.high is None or dim.low >= dim.high):
             out.append(f"search: {name!r} needs choices or low < high")
+    return out
+
+
+SPENDING = ("obrien_fleming", "pocock")
+PRIMARY = ("equal steps", "equal tokens")
+
+
+def _design_problems(study: Study) -> list[str]:
+    """The inference design: margin, primary family, sequential looks, positive control."""
+    out = []
+    margin = study.equivalence_margin
+    if margin is not None and not (isinstance(margin, int | float) and 0 < margin < 1):
+        out.append(f"equivalence_margin={margin!r} must be a Δ pass@1 in (0, 1) or None")
+    if study.primary not in PRIMARY:
+        out.append(f"primary={study.primary!r} must be one of {', '.join(map(repr, PRIMARY))}")
+    if study.spending not in SPENDING:
+        out.append(f"spending={study.spending!r} must be one of {', '.join(map(repr, SPENDING))}")
+    looks = list(study.looks)
+    if looks:
+        if not all(isinstance(k, int) and not isinstance(k, bool) for k in looks):
+            out.append(f"looks={tuple(looks)!r} must be seed counts (ints)")
+        elif looks != sorted(set(looks)) or looks[0] < 3 or looks[-1] > len(study.seeds):
+            out.append(
+                f"looks={tuple(looks)!r} must increase, start at 3 or more seeds and end at most "
+                f"at the study's {len(study.seeds)} seeds"
+            )
+    control = study.positive_control
+    if control is not None:
+        names = {a.name: a for a in study.arms}
+        if control not in names:
+            out.append(f"positive_control={control!r} names no arm of the study")
+        elif control == study.reference_arm or names[control].replicate_of:
+            out.append(
+                f"positive_control={control!r} must be an arm other than the reference and its "
+                "replicates"
+            )
     return out

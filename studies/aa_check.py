@@ -14,7 +14,7 @@ STUDY = Study(
     ],
     seeds=[0, 1, 2, 3, 4],
     budget=Budget(max_steps=60, prompts_per_step=8, group_size=8, max_new_tokens=80),
-    eval=EvalSpec(every=20, n_samples=8, ks=(1, 8), max_problems=64),
+    eval=EvalSpec(every=20, n_samples=2, ks=(1, 2)),
     passk=None,
     checkpoint_every=20,
 )

@@ -55,5 +55,5 @@ STUDY = Study(
     reference="grpo4",
     seeds=[0, 1, 2],
     budget=Budget(max_steps=150, prompts_per_step=8, group_size=8, max_new_tokens=80),
-    eval=EvalSpec(every=25, n_samples=8, ks=(1, 8), max_problems=64),
+    eval=EvalSpec(every=25, n_samples=2, ks=(1, 2)),
 )

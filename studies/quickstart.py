@@ -28,7 +28,7 @@ STUDY = Study(
     seeds=[0, 1, 2],
     extra=[Cells(arms=["grpo"], base_models=["hopeless", "mid", "saturated"], seeds=[0])],
     budget=Budget(max_steps=80, prompts_per_step=8, group_size=8, max_new_tokens=80),
-    eval=EvalSpec(every=20, every_tokens=40_000, n_samples=8, ks=(1, 8), max_problems=64),
+    eval=EvalSpec(every=20, every_tokens=40_000, n_samples=2, ks=(1, 2)),
     passk=PassKSpec(n=16, ks=(1, 4, 8, 16), max_problems=64, templates=["plain", "plain_q"]),
     effect_of_interest=0.03,
     checkpoint_every=20,

@@ -39,6 +39,6 @@ STUDY = Study(
         Cells(arms=["grpo"], templates=["plain_q"]),
     ],
     budget=Budget(max_steps=200, prompts_per_step=8, group_size=8, max_new_tokens=80),
-    eval=EvalSpec(every=50, n_samples=8, ks=(1, 8), max_problems=64),
+    eval=EvalSpec(every=50, n_samples=8, ks=(1, 8)),
     passk=PassKSpec(n=16, ks=(1, 4, 8, 16), max_problems=64, templates=["plain", "plain_q"]),
 )

@@ -175,7 +175,7 @@ def tricks_study(name: str, arms: list[str], **settings) -> Study:
         "seeds": SEEDS,
         "budget": Budget(max_steps=40, prompts_per_step=8, group_size=8, max_new_tokens=80),
         # the start is the base model's Pass@G phase (same weights for every arm)
-        "eval": EvalSpec(n_samples=8, ks=(1, 8), max_problems=64, at_start=False),
+        "eval": EvalSpec(n_samples=2, ks=(1, 2), at_start=False),
         "passk": PassKSpec(n=8, ks=(1, 8), max_problems=64),
     }
     defaults["findings"] = [f for f in FINDINGS if f.study == name]

@@ -138,7 +138,7 @@ def trial_randomness(s: TrialSpec, monkeypatch) -> dict[str, list]:
     return seen
 
 
-def test_a_replicate_draws_its_own_prompts_and_seeds_and_a_named_one_is_reproducible(
+def test_a_replicate_shares_prompts_and_eval_but_draws_its_own_rollouts_reproducibly(
     monkeypatch,
 ):
     short = Budget(max_steps=2, prompts_per_step=P, group_size=G, max_new_tokens=24)
@@ -150,11 +150,13 @@ def test_a_replicate_draws_its_own_prompts_and_seeds_and_a_named_one_is_reproduc
     )
     assert x == x_again
     assert len(common["train"]) == len(x["train"]) == 2
+    # an A/A replicate pairs with its twin by seed: same prompts, same eval samples, same init;
+    # only its rollouts (and mini-batch order) draw from a stream of their own
     for (prompts, seed), (x_prompts, x_seed) in zip(common["train"], x["train"], strict=True):
-        assert prompts != x_prompts and seed != x_seed
-    assert common["eval"] and set(common["eval"]).isdisjoint(x["eval"])
+        assert prompts == x_prompts and seed != x_seed
+    assert common["eval"] and set(common["eval"]) == set(x["eval"])
     assert set(common["minibatch"]).isdisjoint(x["minibatch"]) and x["minibatch"]
-    assert common["everything"] != x["everything"]
+    assert common["everything"] == x["everything"]
     # replicate="" is the study's common random numbers, exactly as before the field existed
     assert base.rng_seed == 0
     assert dataclasses.replace(base, replicate="").id == base.id
@@ -170,6 +172,7 @@ def test_a_replicate_draws_its_own_prompts_and_seeds_and_a_named_one_is_reproduc
 
 def test_replicate_seed_is_stable_and_differs_by_name_and_seed():
     a, b = spec(replicate="a"), spec(replicate="b")
-    assert a.rng_seed == spec(replicate="a").rng_seed == derive_seed(0, "replicate", "a") % 2**31
-    assert len({a.rng_seed, b.rng_seed, spec(replicate="a", seed=1).rng_seed, 0}) == 4
-    assert 0 <= a.rng_seed < 2**31
+    assert a.rollout_seed == spec(replicate="a").rollout_seed
+    assert a.rollout_seed == derive_seed(0, "replicate", "a") % 2**31
+    assert len({a.rollout_seed, b.rollout_seed, spec(replicate="a", seed=1).rollout_seed, 0}) == 4
+    assert 0 <= a.rollout_seed < 2**31 and a.rng_seed == b.rng_seed == 0

@@ -189,7 +189,7 @@ def test_trial_id_ignores_defaults_so_new_factors_keep_old_ids():
 
 
 # --- replicates, confound warnings, named paths ------------------------------------------------
-def test_a_replicate_copies_its_original_on_an_independent_seed_stream():
+def test_a_replicate_copies_its_original_with_rollouts_of_its_own():
     s = make(
         arms=[arm("grpo", "grpo", minibatches=4), arm("again", replicate_of="grpo")],
         seeds=[0, 1, 2],
@@ -199,7 +199,9 @@ def test_a_replicate_copies_its_original_on_an_independent_seed_stream():
     assert trials[("again", 0)].spec.replicate == "again"
     assert trials[("grpo", 0)].spec.replicate == ""
     assert trials[("again", 0)].id != trials[("grpo", 0)].id
-    assert trials[("again", 0)].spec.rng_seed != trials[("grpo", 0)].spec.rng_seed
+    # common random numbers (data order, eval samples) shared; rollouts drawn apart
+    assert trials[("again", 0)].spec.rng_seed == trials[("grpo", 0)].spec.rng_seed
+    assert trials[("again", 0)].spec.rollout_seed != trials[("grpo", 0)].spec.rollout_seed
     assert [a.name for a in s.compared_arms] == ["grpo"]
 
 

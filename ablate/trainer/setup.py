@@ -44,7 +44,12 @@ class Setup:
     @property
     def sampler(self) -> StepSampler:
         return StepSampler(
-            self.engine, self.task, self.template, self.algo, self.spec.budget, self.spec.rng_seed
+            self.engine,
+            self.task,
+            self.template,
+            self.algo,
+            self.spec.budget,
+            self.spec.rollout_seed,
         )
 
     @property
@@ -54,7 +59,7 @@ class Setup:
     @property
     def update_config(self) -> UpdateConfig:
         return UpdateConfig(
-            self.algo, self.spec.optim, self.spec.budget.temperature, self.spec.rng_seed
+            self.algo, self.spec.optim, self.spec.budget.temperature, self.spec.rollout_seed
         )
 
 

@@ -53,6 +53,18 @@ class StudyData:
     replicates: Mapping[str, str] = field(default_factory=dict)
     effect_of_interest: float | None = None
     curves: CurveSpec | None = None
+    equivalence_margin: float | None = None  # None: effect_of_interest
+    primary: str = "equal steps"
+    looks: tuple[int, ...] = ()
+    spending: str = "obrien_fleming"
+    positive_control: str | None = None
+    eval_samples: int = 0  # K: samples per eval problem
+    task: str = ""
+
+    @property
+    def margin(self) -> float | None:
+        """The declared equivalence margin (TOST), else the effect of interest."""
+        return self.equivalence_margin or self.effect_of_interest
 
     def complete(self) -> pd.DataFrame:
         return self.trials[self.trials["complete"].astype(bool)]
@@ -75,9 +87,9 @@ class StudyData:
 
     @property
     def compared_arms(self) -> list[str]:
-        """Arms in study order, A/A replicates left out."""
+        """Arms in study order, A/A replicates and the positive control left out."""
         arms = list(dict.fromkeys(self.trials["arm"]))
-        return [a for a in arms if a not in self.replicates]
+        return [a for a in arms if a not in self.replicates and a != self.positive_control]
 
 
 def _is_nan(value: object) -> bool:
@@ -274,4 +286,11 @@ def load_study_data(
         replicates={a.name: a.replicate_of for a in study.arms if a.replicate_of},
         effect_of_interest=study.effect_of_interest,
         curves=study.curves,
+        equivalence_margin=study.equivalence_margin,
+        primary=study.primary,
+        looks=tuple(study.looks),
+        spending=study.spending,
+        positive_control=study.positive_control,
+        eval_samples=study.eval.n_samples,
+        task=study.task,
     )

@@ -1,0 +1,124 @@
+"""Task-level inference: seeds and eval problems as two crossed random samples.
+
+An eval reads J problems of a task's eval split, K samples each, for every seed; the report's
+question is about the task (the population those J problems were drawn from) and about the
+training seed distribution, so an arm's mean — and a contrast's — carries two sampling errors:
+which seeds, and which problems. With `y[s, j]` the pass rate of seed s on problem j (the mean of
+its K samples), the two-way random-effects ANOVA without replication gives
+
+    E[MS_seed]    = J·σ²_seed    + σ²_resid
+    E[MS_problem] = n·σ²_problem + σ²_resid
+    E[MS_resid]   = σ²_resid                    (seed × problem, eval sampling noise in it)
+
+and Var(mean) = σ²_seed / n + σ²_problem / J + σ²_resid / (n·J). Components are estimated by the
+method of moments and clipped at 0 (a clipped component drops out of the variance and of the
+Satterthwaite degrees of freedom: conservative, never negative); the interval is Student-t at
+the Satterthwaite df. For a contrast, `y` holds the per-(seed, problem) differences arm − reference
+(common random numbers: the same seeds and problems), and σ²_problem is the arm × problem
+interaction, the term a fixed-problem analysis leaves out.
+
+Everything takes `[..., n, J]` arrays so the calibration (`devtools.calibration`) simulates the
+very code the report runs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import stats as sps
+
+from ablate.report.stats.inference import CONFIDENCE, MIN_SEEDS, Estimate
+
+#: Below this many eval problems the task-level reading rests on a small sample of the task
+#: (the problem term's df is J − 1): the report and `study` checks warn.
+MIN_PROBLEMS = 256
+EQUIVALENCE_CONFIDENCE = 0.90  # TOST at alpha 0.05: the 90% interval inside ±margin
+
+
+@dataclass(frozen=True)
+class Crossed:
+    """The mean of `y[..., n, J]` with its task-level standard error: arrays over `...`."""
+
+    mean: np.ndarray
+    se: np.ndarray  # sqrt of Var(mean) over seeds and problems
+    df: np.ndarray  # Satterthwaite degrees of freedom
+    seed_var: np.ndarray  # σ²_seed (clipped at 0)
+    problem_var: np.ndarray  # σ²_problem (clipped at 0); a contrast's arm × problem interaction
+    resid_var: np.ndarray  # σ²_resid: seed × problem interaction plus eval sampling noise
+    n: int
+    problems: int
+
+    def half_width(self, confidence: float = CONFIDENCE) -> np.ndarray:
+        with np.errstate(invalid="ignore", divide="ignore"):
+            half = sps.t.ppf((1 + confidence) / 2, self.df) * self.se
+        return np.where(self.n < MIN_SEEDS, np.nan, half)[()]
+
+    def p_value(self) -> np.ndarray:
+        """Two-sided t test of mean = 0; NaN below MIN_SEEDS or with no variance at all (a
+        zero-variance difference is no evidence either way, not p = 0)."""
+        with np.errstate(invalid="ignore", divide="ignore"):
+            p = 2 * sps.t.sf(np.abs(self.mean) / self.se, self.df)
+        bad = (self.n < MIN_SEEDS) | ~(self.se > 0)
+        return np.where(bad, np.nan, p)[()]
+
+
+def crossed(y: np.ndarray) -> Crossed:
+    """Two-way random-effects summary of `y[..., n, J]` (seeds × problems, no NaN)."""
+    y = np.asarray(y, dtype=float)
+    n, J = y.shape[-2], y.shape[-1]
+    grand = y.mean(axis=(-2, -1))
+    seed_means, problem_means = y.mean(axis=-1), y.mean(axis=-2)  # [..., n], [..., J]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        ms_seed = J * ((seed_means - grand[..., None]) ** 2).sum(-1) / (n - 1)
+        ms_problem = n * ((problem_means - grand[..., None]) ** 2).sum(-1) / (J - 1)
+        resid = y - seed_means[..., None] - problem_means[..., None, :] + grand[..., None, None]
+        ms_resid = (resid**2).sum(axis=(-2, -1)) / ((n - 1) * (J - 1))
+    if J == 1:  # one problem: no problem term, the seed means carry everything
+        ms_problem, ms_resid = np.zeros_like(grand), np.zeros_like(grand)
+    keep_seed = ms_seed > ms_resid
+    keep_problem = ms_problem > ms_resid
+    # Var(mean)·nJ as a combination of the mean squares: c_seed·MS_seed + c_problem·MS_problem + …
+    c_seed, c_problem = keep_seed.astype(float), keep_problem.astype(float)
+    c_resid = 1.0 - c_seed - c_problem
+    nj = n * J
+    var = (c_seed * ms_seed + c_problem * ms_problem + c_resid * ms_resid) / nj
+    terms = [(c_seed * ms_seed, n - 1), (c_problem * ms_problem, J - 1)]
+    terms.append((c_resid * ms_resid, (n - 1) * (J - 1)))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        denom = sum(np.where(df > 0, t**2 / max(df, 1), 0.0) for t, df in terms)
+        df = (var * nj) ** 2 / denom
+    return Crossed(
+        mean=grand[()],
+        se=np.sqrt(np.maximum(var, 0.0))[()],
+        df=np.asarray(df)[()],
+        seed_var=np.where(keep_seed, (ms_seed - ms_resid) / J, 0.0)[()],
+        problem_var=np.where(keep_problem, (ms_problem - ms_resid) / n, 0.0)[()],
+        resid_var=np.asarray(ms_resid)[()],
+        n=n,
+        problems=J,
+    )
+
+
+def estimate(y: np.ndarray, confidence: float = CONFIDENCE) -> Estimate:
+    """An arm's (or a contrast's) task-level mean with its t interval: y [n, J]."""
+    c = crossed(y)
+    half = float(c.half_width(confidence))
+    sd = float(np.sqrt(c.seed_var + c.resid_var / c.problems)) if c.n >= 2 else float("nan")
+    return Estimate(float(c.mean), float(c.mean) - half, float(c.mean) + half, c.n, sd)
+
+
+def eval_noise_var(y: np.ndarray, samples: int) -> np.ndarray:
+    """Eval-sampling variance of one run's pass@1 over J problems from y[..., J] (per-problem
+    pass rates over `samples` samples): mean_j ŷ(1 − ŷ)/(K − 1), unbiased for p(1 − p)/K, over J."""
+    y = np.asarray(y, dtype=float)
+    if samples < 2:
+        return np.full(y.shape[:-1], np.nan)[()]
+    return ((y * (1 - y)).mean(axis=-1) / (samples - 1) / y.shape[-1])[()]
+
+
+def equivalent(low: np.ndarray, high: np.ndarray, margin: float | None) -> np.ndarray:
+    """TOST: the (90%) interval lies inside (−margin, +margin); False without a margin."""
+    if margin is None or not margin > 0:
+        return np.zeros(np.shape(low), dtype=bool)[()]
+    return ((np.asarray(low) > -margin) & (np.asarray(high) < margin))[()]
