@@ -47,7 +47,7 @@ def study_warnings(study: Study) -> list[str]:
     from ablate import confounds
 
     ref = study.arm(study.reference_arm)
-    out = _eval_size_warnings(study)
+    out = _eval_size_warnings(study) + _control_warnings(study)
     for a in study.compared_arms:
         if a.name != ref.name:
             out += confounds.undeclared(a.name, a.algorithm, a.declared, ref.name, ref.algorithm)
@@ -79,6 +79,23 @@ def _eval_size_warnings(study: Study) -> list[str]:
         f"each eval reads {count} problems of {study.task}'s eval split: the report treats them "
         f"as a sample of the task, and below {MIN_EVAL_PROBLEMS} problems its intervals are wide "
         "(use the whole split: EvalSpec(max_problems=None), or more problems)"
+    ]
+
+
+#: An A/A check on fewer seeds than this rarely fails even when the pipeline is miscalibrated.
+MIN_AA_SEEDS = 5
+
+
+def _control_warnings(study: Study) -> list[str]:
+    seeds: dict[str, set] = {}
+    for arm, _, _, seed in study.cells():
+        seeds.setdefault(arm, set()).add(seed)
+    return [
+        f"A/A replicate {a.name!r} runs {len(seeds.get(a.name, ()))} seeds: the check needs at "
+        f"least {MIN_AA_SEEDS} (add seeds, e.g. Cells(arms=[{a.name!r}, {a.replicate_of!r}], "
+        "seeds=[...]))"
+        for a in study.arms
+        if a.replicate_of and len(seeds.get(a.name, ())) < MIN_AA_SEEDS
     ]
 
 

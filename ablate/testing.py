@@ -254,12 +254,16 @@ def study_data(
     effect_of_interest: float | None = None,
     group_size: int = 8,
     max_new_tokens: int = 80,
+    samples: Mapping[tuple[str, int], Any] | None = None,
+    **fields: Any,
 ):
     """A `report.load.StudyData` built in memory, for report tests without MLflow.
 
     `runs`: (arm, model, seed, {metric: [value at step 0, 1, ...] or {step: value}}[, outcome])
     with outcome "finished" (default), "diverged" (at its last step) or "failed"; the template is
-    "plain". `algorithms`: arm -> Algorithm."""
+    "plain". `algorithms`: arm -> Algorithm. `samples`: (arm, seed) -> a [J problems][K samples]
+    array of 0/1 eval outcomes at the trial's last step (problem ids p0, p1, ...). `fields`:
+    further `StudyData` fields (equivalence_margin, positive_control, primary, ...)."""
     import dataclasses
 
     import pandas as pd
@@ -267,42 +271,55 @@ def study_data(
     from ablate.report.data.load import StudyData
 
     keys = ["trial_id", "arm", "model", "template", "seed"]
-    trials, history = [], []
+    trials, history, sample_rows = [], [], []
     for i, (arm, model, seed, curves, *rest) in enumerate(runs):
         outcome = rest[0] if rest else "finished"
         steps = [
             step for c in curves.values() for step in (c if isinstance(c, dict) else range(len(c)))
         ]
-        reason = f"diverged at step {max(steps, default=0)}: loss is not finite"
         row = dict(trial_id=f"t{i}", arm=arm, model=model, template="plain", seed=seed)
-        trials.append(
-            {
-                **row,
-                **{f"algo.{k}": v for k, v in dataclasses.asdict(algorithms[arm]).items()},
-                "status": "FINISHED" if outcome != "failed" else "FAILED",
-                "outcome": outcome,
-                "reason": {"finished": "", "diverged": reason}.get(outcome, "error"),
-                "run_id": f"r{i}",
-                "complete": outcome == "finished",
-                "diverged_step": max(steps, default=0) if outcome == "diverged" else float("nan"),
-            }
-        )
+        algo = {f"algo.{k}": v for k, v in dataclasses.asdict(algorithms[arm]).items()}
+        trials.append({**row, **algo, **_trial_state(i, outcome, max(steps, default=0))})
         for metric, values in curves.items():
             items = values.items() if isinstance(values, dict) else enumerate(values)
             history += [{**row, "step": st, "metric": metric, "value": float(v)} for st, v in items]
+        sample_rows += _sample_rows(row, max(steps, default=0), (samples or {}).get((arm, seed)))
     return StudyData(
         "synthetic",
         reference,
         pd.DataFrame(trials),
         pd.DataFrame(history, columns=[*keys, "step", "metric", "value"]),
-        pd.DataFrame(),
+        pd.DataFrame(sample_rows),
         passk if passk is not None else pd.DataFrame(),
         group_size,
         max_new_tokens,
         algorithms=dict(algorithms),
         replicates=dict(replicates or {}),
         effect_of_interest=effect_of_interest,
+        **fields,
     )
+
+
+def _trial_state(i: int, outcome: str, last: int) -> dict:
+    reason = f"diverged at step {last}: loss is not finite"
+    return {
+        "status": "FINISHED" if outcome != "failed" else "FAILED",
+        "outcome": outcome,
+        "reason": {"finished": "", "diverged": reason}.get(outcome, "error"),
+        "run_id": f"r{i}",
+        "complete": outcome == "finished",
+        "diverged_step": last if outcome == "diverged" else float("nan"),
+    }
+
+
+def _sample_rows(row: dict, step: int, outcomes: Any) -> list[dict]:
+    """Eval sample records of one trial at `step` from its [J][K] 0/1 outcomes (None: none)."""
+    return [
+        {**row, "step": step, "problem_id": f"p{j}", "sample": k}
+        | {"correct": bool(c), "length": 10, "truncated": False}
+        for j, per_problem in enumerate([] if outcomes is None else outcomes)
+        for k, c in enumerate(per_problem)
+    ]
 
 
 def study_ledger(uri: str, study_name: str) -> dict[str, Any]:

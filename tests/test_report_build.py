@@ -134,14 +134,9 @@ def test_incomplete_trials_are_listed_and_diverged_ones_enter_the_headline_as_ze
     # seed 0 finished, seed 1 diverged (pass@1 = 0 by rule): the mean is half seed 0's value
     data = load_study_data(report[0], report[1], report[2])
     finished = data.trials[(data.trials["arm"] == "dr_grpo") & data.trials["complete"]]
-    final = (
-        data.history[
-            data.history["trial_id"].isin(finished["trial_id"])
-            & (data.history["metric"] == "eval/pass_at_1")
-        ]
-        .sort_values("step")["value"]
-        .iloc[-1]
-    )
+    # the task-level reading averages the per-problem records of the final eval
+    samples = data.samples[data.samples["trial_id"].isin(finished["trial_id"])]
+    final = samples[samples["step"] == samples["step"].max()]["correct"].astype(float).mean()
     assert main.loc["dr_grpo", "pass@1"] == pytest.approx(final / 2)
     assert main.loc["dr_grpo", "pass@1 N"] == 2 and np.isnan(main.loc["dr_grpo", "pass@1 low"])
     assert main.loc["dr_grpo", "Δ pass@1 N"] == 2  # seeds 0 and 1, paired with grpo's
@@ -243,9 +238,9 @@ def test_latex_tables_are_balanced_with_one_column_count_per_panel(report):
         assert tex.count(r"\toprule") == tex.count(r"\bottomrule") == len(panels)
 
 
-def test_main_latex_shows_mean_pm_t_interval_and_explains_the_marks(report):
+def test_main_latex_shows_mean_and_interval_and_explains_the_marks(report):
     tex = (report[3] / "tables" / "main.tex").read_text()
-    assert r"$\pm$" in tex and "Holm" in tex and "Student-t" in tex
+    assert "Holm" in tex and "about the task" in tex and "verdict" in tex
     assert "Wilcoxon" not in tex and r"\textbf{" not in tex  # nothing here is significant
 
 

@@ -63,11 +63,13 @@ def test_paired_contrasts_by_hand_with_holm_over_the_table(data):
     assert better.significant and not noise.significant
     # power at alpha / m for the family of 2 contrasts
     assert better.family == 2
-    assert better.mde == pytest.approx(inference.mde_paired(better.contrast.sd, 4, alpha=0.025))
-    assert better.mde != pytest.approx(inference.mde_paired(better.contrast.sd, 4, alpha=0.05))
-    assert noise.seeds_for_observed == inference.seeds_needed(
-        0.0025, np.std(d, ddof=1), alpha=0.025
-    )
+    # the MDE uses the SD at its one-sided 80% upper confidence bound (3 df here)
+    upper = better.contrast.sd * np.sqrt(3 / sps.chi2.ppf(0.2, 3))
+    assert better.mde == pytest.approx(inference.mde_paired(upper, 4, alpha=0.025))
+    assert better.mde > inference.mde_paired(better.contrast.sd, 4, alpha=0.025)
+    # no margin declared: a non-significant contrast is inconclusive, never "equivalent"
+    assert (better.verdict, noise.verdict) == ("different", "inconclusive")
+    assert better.reading == noise.reading == "fixed problems"  # no per-problem records
 
 
 def test_a_diverged_trial_enters_the_headline_as_zero():
@@ -161,28 +163,28 @@ def test_configuration_table_shows_what_each_arm_changes_and_its_compute():
 
 def test_findings_state_effects_with_intervals_and_non_effects_with_their_mde(data):
     found = fd.findings(data, cx.headline_contrasts(data), [], [], [])
-    significant = found["Significant after Holm"]
+    significant = found["Different (primary: equal steps, Holm)"]
     assert len(significant) == 1 and significant[0].startswith("better vs grpo")
     assert "Δ pass@1 = +0.100 [" in significant[0] and "4 seeds" in significant[0]
-    (rest,) = found["Not significant or not testable"]
-    assert "noise vs grpo" in rest and "smallest effect detectable at 80% power" in rest
+    (rest,) = found["Inconclusive or not testable"]
+    assert "noise vs grpo" in rest and "detects |Δ| ≥" in rest
 
 
-def test_aa_replicate_is_compared_by_welch_and_a_difference_is_a_calibration_failure():
+def test_aa_replicate_is_paired_by_seed_and_a_difference_is_a_calibration_failure():
     independent = [0.49, 0.53, 0.50, 0.47]
     same = runs(("grpo",)) + [("grpo_again", "m", s, final(independent[s])) for s in range(4)]
     data = study_data(same, algorithms=ALGOS, reference="grpo", replicates={"grpo_again": "grpo"})
     assert cx.headline_contrasts(data) == []  # a replicate is never a compared arm
     (row,) = cx.replicate_contrasts(data)
-    assert row.contrast.test == "Welch t" and not row.significant
-    welch = sps.ttest_ind(independent, BASE, equal_var=False).pvalue
-    assert row.p_holm == pytest.approx(welch)
+    # the replicate shares its twin's seeds (common random numbers): a paired contrast
+    assert row.contrast.test == "paired t" and not row.significant
+    assert row.p_holm == pytest.approx(sps.ttest_rel(independent, BASE).pvalue)
     assert fd.aa_sentences([row])[0].startswith("A/A check passed")
     shifted = runs(("grpo",)) + [("grpo_again", "m", s, final(BASE[s] + 0.2)) for s in range(4)]
     bad = study_data(shifted, algorithms=ALGOS, reference="grpo", replicates={"grpo_again": "grpo"})
     (row,) = cx.replicate_contrasts(bad)
     assert row.significant and "CALIBRATION FAILURE" in fd.aa_sentences([row])[0]
-    assert headline.aa_table(bad).rows[0]["check"] == "CALIBRATION FAILURE"
+    assert headline.control_table(bad).rows[0]["check"] == "CALIBRATION FAILURE"
 
 
 @pytest.mark.parametrize(
@@ -204,8 +206,8 @@ def test_whole_report_tables_from_memory(data):
     built = build_tables(data)
     names = [t.name for t in built.tables]
     assert names[:3] == ["configuration", "main", "equal_tokens"]
-    assert "aa" not in names  # no replicate arm in this study
-    assert built.findings["Significant after Holm"][0].startswith("better vs grpo")
+    assert "controls" not in names  # no replicate arm and no positive control in this study
+    assert built.findings["Different (primary: equal steps, Holm)"][0].startswith("better vs")
 
 
 def test_curve_bands_are_the_t_interval_clipped_to_the_measure_range_and_need_three_seeds():
@@ -269,10 +271,10 @@ def test_the_tables_registry_declares_each_table_once_in_the_reports_order(data)
     assert [s.name for s in TABLES] == [
         "configuration",
         "main",
+        "controls",
         "compute_curves",
         "compute_curve_contrasts",
         "equal_tokens",
-        "aa",
         "survival",
         "incomplete",
         "measures",

@@ -28,13 +28,21 @@ def test_cpu_studies_load_and_expand(name):
 
 def test_quickstart_matches_its_brief():
     study = load_study(STUDIES / "quickstart.py")
-    arms = {t.arm for t in study.trials() if t.spec.model == "rl_ready"}
-    assert arms == {"grpo", "dr_grpo", "dapo", "gspo"}
+    trials = [t for t in study.trials() if t.spec.model == "rl_ready"]
+    seeds = {a: {t.spec.seed for t in trials if t.arm == a} for a in {t.arm for t in trials}}
+    presets = {"grpo", "dr_grpo", "dapo", "gspo"}
+    assert set(seeds) == presets | {"grpo_again", "grpo_random"}
     # >= 3 seeds per compared arm: the fewest for which the report gives intervals and tests
-    assert {t.spec.seed for t in study.trials() if t.spec.model == "rl_ready"} == {0, 1, 2}
-    algos = [study.arm(a).algorithm for a in sorted(arms)]
+    assert all(seeds[a] >= {0, 1, 2} for a in presets)
+    # live controls: an A/A pair on >= 5 shared seeds, a positive control with a real effect
+    assert study.arm("grpo_again").replicate_of == "grpo"
+    assert len(seeds["grpo_again"] & seeds["grpo"]) >= 5
+    assert study.positive_control == "grpo_random"
+    assert study.arm("grpo_random").algorithm.random_reward == 0.5
+    algos = [study.arm(a).algorithm for a in sorted(seeds)]
     assert {(a.ppo_epochs, a.minibatches, a.kl_coef) for a in algos} == {(1, 4, 0.0)}
-    assert study.eval.every_tokens > 0 and study.effect_of_interest
+    assert study.eval.every_tokens > 0 and study.effect_of_interest and study.equivalence_margin
+    assert study.eval.max_problems is None  # the whole eval split: the task-level reading
     assert {t.spec.model for t in study.trials()} == {"hopeless", "mid", "rl_ready", "saturated"}
     assert len(study.passk.templates) == 2
 

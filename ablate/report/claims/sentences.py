@@ -33,14 +33,16 @@ def contrast_sentence(r: cx.ContrastRow) -> str:
             f"{where}: Δ pass@1 = {_f(d.value)} over n={r.n} seeds: too few seeds for an "
             f"interval or a test (needs {inference.MIN_SEEDS})."
         )
-    head = f"{where}: Δ pass@1 = {_f(d.value)} {_interval(d)}, {r.n} seeds, {c.test}"
-    if r.significant:
-        return f"{head}, Holm p = {r.p_holm:.3g} — significant."
-    needed = r.seeds_for_observed
-    more = f"; {needed} seeds would detect the observed Δ" if needed else ""
-    return (
-        f"{head}, Holm p = {r.p_holm:.3g} — not significant; with {r.n} seeds the smallest "
-        f"effect detectable at 80% power is {abs(r.mde):.3f}{more}."
+    about = f"{r.n} seeds × {r.problems} problems" if r.reading == cx.TASK else f"{r.n} seeds"
+    head = f"{where}: Δ pass@1 = {_f(d.value)} {_interval(d)} ({about}), Holm p = {r.p_holm:.3g}"
+    if r.verdict == cx.DIFFERENT and cx.crossed.equivalent(*r.interval90, r.margin):
+        return f"{head} — different, but small: its 90% interval lies inside ±{r.margin:g}."
+    if r.verdict == cx.DIFFERENT:
+        return f"{head} — different."
+    if r.verdict == cx.EQUIVALENT:
+        return f"{head} — equivalent within ±{r.margin:g} (90% interval inside the margin)."
+    return f"{head} — inconclusive: this design detects |Δ| ≥ {abs(r.mde):.3f} with 80% power" + (
+        f", and cannot yet rule out ±{r.margin:g}." if r.margin else "."
     )
 
 
@@ -121,24 +123,36 @@ def survival_caveats(data: StudyData) -> list[str]:
     return out
 
 
-def aa_sentences(rows: list[cx.ContrastRow]) -> list[str]:
+def control_sentences(rows: list[cx.ContrastRow]) -> list[str]:
+    """The A/A checks and the positive control, in one sentence each."""
     out = []
     for r in rows:
-        d = r.contrast.diff
+        d, kind = r.contrast.diff, "A/A check" if r.kind == cx.AA else "Positive control"
         if r.n < inference.MIN_SEEDS:
-            out.append(f"A/A check {r.arm} vs {r.reference}: too few seeds (n={r.n}).")
-        elif r.significant:
+            out.append(f"{kind} {r.arm} vs {r.reference}: too few seeds (n={r.n}).")
+            continue
+        stat = f"Δ = {_f(d.value)} {_interval(d)}, Holm p = {r.p_holm:.3g} over {r.n} seeds"
+        if r.kind == cx.AA and r.significant:
             out.append(
                 f"CALIBRATION FAILURE: the A/A replicates {r.arm} and {r.reference} differ "
-                f"(Δ = {_f(d.value)} {_interval(d)}, Welch Holm p = {r.p_holm:.3g}); the "
-                "report's error rates cannot be trusted for this study."
+                f"({stat}); the report's error rates cannot be trusted for this study."
+            )
+        elif r.kind == cx.AA:
+            out.append(f"A/A check passed: {r.arm} vs {r.reference} ({r.cell}) {stat}.")
+        elif r.significant:
+            out.append(
+                f"Positive control detected: {r.arm} vs {r.reference} ({r.cell}) {stat}: the "
+                "study can detect an effect of this size."
             )
         else:
             out.append(
-                f"A/A check passed: {r.arm} vs {r.reference} Δ = {_f(d.value)} {_interval(d)}, "
-                f"Welch Holm p = {r.p_holm:.3g} over {r.n} seeds."
+                f"UNDERPOWERED: the positive control {r.arm} vs {r.reference} ({r.cell}) was not "
+                f"detected ({stat}); an inconclusive contrast here says little."
             )
     return out
+
+
+aa_sentences = control_sentences  # the A/A rows alone read the same
 
 
 def claim_sentences(claims: list[Claim]) -> list[str]:
@@ -176,15 +190,27 @@ def findings(
     aa: list[cx.ContrastRow],
     claims: list[Claim],
 ) -> dict[str, list[str]]:
-    """Sections of sentences, in reading order; empty sections are dropped by the caller."""
-    significant = [contrast_sentence(r) for r in steps if r.significant]
-    rest = [contrast_sentence(r) for r in steps if not r.significant]
+    """Sections of sentences, in reading order; empty sections are dropped by the caller.
+    `steps` and `tokens` are the two families; the study's primary one leads."""
+    primary = tokens if data.primary == cx.TOKENS else steps
+    by = {v: [contrast_sentence(r) for r in primary if r.verdict == v] for v in _VERDICTS}
+    untestable = [contrast_sentence(r) for r in primary if r.verdict not in _VERDICTS]
+    margin = f"±{data.margin:g}" if data.margin else "no margin declared"
     caveats = confound_caveats(data) + survival_caveats(data)
     return {
-        "Significant after Holm": significant or ["No contrast is significant after Holm."],
-        "Not significant or not testable": rest,
-        "At equal generated tokens": _token_disagreements(steps, tokens),
-        "A/A calibration": aa_sentences(aa),
+        f"Different (primary: {primary[0].kind if primary else data.primary}, Holm)": by[
+            cx.DIFFERENT
+        ]
+        or ["No contrast is different after Holm."],
+        f"Equivalent within {margin}": by[cx.EQUIVALENT],
+        "Inconclusive or not testable": by[cx.INCONCLUSIVE] + untestable,
+        "Controls": control_sentences([*aa, *cx.control_contrasts(data)]),
+        "At equal generated tokens" if primary is steps else "At equal steps": (
+            _token_disagreements(steps, tokens)
+        ),
         "Claims": claim_sentences(claims),
         "Caveats": caveats,
     }
+
+
+_VERDICTS = (cx.DIFFERENT, cx.EQUIVALENT, cx.INCONCLUSIVE)

@@ -17,6 +17,7 @@ from ablate.report.data.table import Table
 from ablate.report.render import formats
 from ablate.report.render.figures import write_figures
 from ablate.report.render.tables import build_tables
+from ablate.report.stats import contrasts as cx
 from ablate.study import Study
 
 # Reads on a phone (390 px) as on a desktop: wide tables scroll inside their own box, figures
@@ -51,11 +52,29 @@ def _summary(data: StudyData) -> str:
     done = int(t["complete"].sum())
     seeds = sorted(set(t["seed"]))
     return (
-        f"{len(t)} planned trials, {done} finished, {len(t) - done} diverged/failed/missing; "
-        f"reference arm `{data.reference_arm}`; seeds {seeds}. The seed is the unit of "
-        "inference: intervals are Student-t over seeds, contrasts paired by seed, marks "
-        "Holm-adjusted (calibration: `python -m devtools calibrate`). Inconclusive is a "
-        "result, not a failure."
+        f"{estimand(data)} {len(t)} planned trials, {done} finished, {len(t) - done} "
+        f"diverged/failed/missing; reference arm `{data.reference_arm}`; seeds {seeds}. "
+        f"Primary comparison: {data.primary}; every other table is secondary. Each contrast is "
+        "different, equivalent within the margin, or inconclusive; inconclusive is a result, "
+        "not a failure (calibration: `python -m devtools calibrate`)."
+    )
+
+
+def estimand(data: StudyData) -> str:
+    """What the numbers are about, in one or two sentences."""
+    rows = [r for r in cx.headline_contrasts(data) if r.reading == cx.TASK]
+    problems = max((r.problems for r in rows), default=0)
+    if not problems:
+        return (
+            "Estimand: the study's eval problems as fixed (no per-problem records): intervals "
+            "cover the mean over these problems, not the task."
+        )
+    k = f", {data.eval_samples} samples each" if data.eval_samples else ""
+    return (
+        f"Estimand: {problems} problems of {data.task or 'the task'}'s eval split{k}, treated "
+        "as a sample of the task, and the seeds as a sample of training runs: intervals and tests "
+        "account for both (crossed seed × problem analysis); the fixed-problem reading is "
+        "labelled where shown."
     )
 
 

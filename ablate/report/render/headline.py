@@ -2,9 +2,10 @@
 contrasts at equal generated tokens, the A/A checks and survivorship. Built once as rows of
 `Estimate`s and plain values, written as Markdown, LaTeX and CSV by `formats`.
 
-Seed-level numbers: a mean over seeds with a Student-t 95% interval (calibrated by simulation in
-the test suite); below `inference.MIN_SEEDS` seeds a mean only. N is given once per row. Nothing is
-bolded except a contrast that is significant after Holm.
+Task-level numbers: a mean over seeds and eval problems with the crossed seed × problem 95%
+interval (`stats.crossed`, calibrated by simulation); without per-problem records, a Student-t
+interval over seeds, labelled "fixed problems". Below `inference.MIN_SEEDS` seeds a mean only. N is
+given once per row. Nothing is bolded except a contrast whose verdict is *different*.
 """
 
 from __future__ import annotations
@@ -18,8 +19,9 @@ from ablate import confounds
 from ablate.report.data.load import StudyData
 from ablate.report.data.table import SIGNIFICANT, Table, TableSpec
 from ablate.report.stats import contrasts as cx
-from ablate.report.stats import inference
+from ablate.report.stats import crossed, inference
 from ablate.report.stats import measures as m
+from ablate.report.stats import problems as pr
 
 UNIT = (0.0, 1.0)  # the range of pass@k: its intervals are clipped there
 
@@ -35,11 +37,24 @@ def seed_estimate(
     """Mean over the cell's seeds with its t interval (none below MIN_SEEDS), clipped to the
     measure's range `bounds` (which cannot lose coverage: the truth lies inside it)."""
     series = m.by_seed(data, values, *cell, with_diverged=headline)
-    est = inference.t_interval(series.dropna().to_numpy())
+    return _clipped(inference.t_interval(series.dropna().to_numpy()), bounds)
+
+
+def _clipped(est: inference.Estimate, bounds: tuple[float, float] | None) -> inference.Estimate:
     if bounds is None or not np.isfinite(est.low):
         return est
     low, high = (float(np.clip(x, *bounds)) for x in (est.low, est.high))
     return dataclasses.replace(est, low=low, high=high)
+
+
+def task_estimate(data: StudyData, values: pd.Series, cell: tuple[str, str, str]):
+    """An arm's final pass@1 about the task (seeds × problems) when per-problem records exist,
+    else over seeds given the problems; with the reading's name."""
+    rates = pr.final_rates(data)
+    y = pr.complete_matrix(pr.cell_matrix(data, rates, *cell)) if len(rates) else np.empty((0,))
+    if y.ndim == 2 and y.shape[1] >= 2 and y.shape[0] >= 1:
+        return _clipped(crossed.estimate(y), UNIT), cx.TASK
+    return seed_estimate(data, values, cell, headline=True, bounds=UNIT), cx.FIXED
 
 
 def _planned(data: StudyData, cell: tuple[str, str, str]) -> pd.DataFrame:
@@ -95,68 +110,73 @@ def _diff_text(arm: str, algo, diff: list[str], data: StudyData) -> str:
     if arm == data.reference_arm:
         return "(reference)"
     if arm in data.replicates:
-        return f"A/A replicate of {data.replicates[arm]} (independent seeds)"
+        return f"A/A replicate of {data.replicates[arm]} (rollouts of its own)"
     return ", ".join(f"{f}={getattr(algo, f)!r}" for f in diff) or "nothing (same algorithm)"
 
 
 # --- headline --------------------------------------------------------------------------------
 def _contrast_cells(row: cx.ContrastRow | None, arm: str, data: StudyData) -> dict:
-    empty = {"Δ pass@1": None, "p (Holm)": None, "p sign-flip": None, "MDE 80%": None}
+    empty = {"Δ pass@1": None, "p (Holm)": None, "verdict": None, "MDE 80%": None}
     if row is None:
         note = "reference" if arm == data.reference_arm else ""
         if arm in data.replicates:
-            note = "A/A: see its table"
-        return {**empty, "Δ pass@1": note, "seeds needed": ""}
-    c = row.contrast
+            note = "A/A: see controls"
+        if arm == data.positive_control:
+            note = "positive control: see controls"
+        return {**empty, "Δ pass@1": note, "p fixed problems": None}
     return {
-        "Δ pass@1": c.diff,
+        "Δ pass@1": row.contrast.diff,
         "p (Holm)": row.p_holm,
-        "p sign-flip": c.p_sign_flip,
+        "verdict": row.verdict,
         "MDE 80%": row.mde,
-        "seeds needed": _needed_text(row, data.effect_of_interest),
+        "p fixed problems": row.fixed.p_value if row.fixed is not None else None,
         SIGNIFICANT: row.significant,
     }
 
 
-def _needed_text(row: cx.ContrastRow, effect: float | None) -> str:
-    if row.n < inference.MIN_SEEDS or not finite(row.contrast.sd):
-        return ""
-
-    def count(n: int | None) -> str:
-        return str(n) if n is not None else "> 1000"
-
-    text = f"{count(row.seeds_for_observed)} for Δ"
-    return text + (f"; {count(row.seeds_for_effect)} for {effect:g}" if effect else "")
+def _margin_text(data: StudyData) -> str:
+    margin = data.margin
+    return f"±{margin:g}" if margin else "no margin declared (set Study(equivalence_margin=…))"
 
 
 def main_table(data: StudyData) -> Table:
-    """Final eval pass@1 per arm × base model × template, its paired contrast to the reference
-    and the power of that contrast."""
+    """Final eval pass@1 per arm × base model × template, its contrast to the reference, the
+    verdict and the power of that contrast."""
     rows = cx.headline_contrasts(data)
     by_cell = {(r.arm, r.model, r.template): r for r in rows}
     p1 = m.headline(data, m.final_value(data.history, "eval/pass_at_1"))
-    out = []
+    out, readings = [], set()
     for cell in m.cells(data):
         arm, model, template = cell
         row = {"arm": arm, "base · template": f"{model} · {template}"}
         row["seeds"] = seeds_text(data, cell)
-        row["pass@1"] = seed_estimate(data, p1, cell, headline=True, bounds=UNIT)
+        row["pass@1"], reading = task_estimate(data, p1, cell)
+        readings.add(reading)
         row.update(_contrast_cells(by_cell.get(cell), arm, data))
         out.append(row)
     m_family = max((r.family for r in rows), default=0)
+    primary = "the primary family" if data.primary == cx.STEPS else "a secondary family"
     caption = (
-        "Final eval pass@1: mean over seeds [95% Student-t interval]; seeds = seeds in the "
-        "headline / planned (diverged trials count as pass@1 = 0). Δ pass@1 = arm − reference, "
-        f"paired by seed [95% t interval]; p (Holm) = paired t-test, Holm-adjusted over the "
-        f"{m_family} contrasts of this table; p sign-flip = exact sign-flip test of the same "
-        "per-seed differences (robustness; needs 6 seeds to go below 0.05). MDE 80% = smallest "
-        f"|Δ| this many seeds detect with 80% power at α = 0.05/{max(m_family, 1)}, from the "
-        "observed SD of the paired differences (a few seeds underestimate it: read it as "
-        "optimistic). seeds needed = seeds for 80% power to detect the observed |Δ| (and the "
-        "study's effect of interest). Below 3 seeds: a mean only, no interval, test or mark."
+        f"Final eval pass@1 ({primary}): mean over seeds and eval problems [95% interval "
+        f"{_reading_text(readings)}]; seeds = seeds in the headline / planned (diverged trials "
+        "count as pass@1 = 0). Δ pass@1 = arm − reference, paired by seed and problem; p (Holm) "
+        f"= its test, Holm-adjusted over the {m_family} contrasts of this table; verdict: "
+        "different (Holm p < 0.05), equivalent (the 90% interval inside "
+        f"{_margin_text(data)}) or inconclusive. MDE 80% = smallest |Δ| this design detects "
+        f"with 80% power at α = 0.05/{max(m_family, 1)}, with the seed variance at its 80% upper "
+        "confidence bound. p fixed problems = paired t over per-seed means, a statement about "
+        "these eval problems only. Below 3 seeds: a mean only, no interval, test or verdict."
     )
-    marks = {"*": f"Holm-adjusted paired t p < 0.05 over the table's {m_family} contrasts"}
+    marks = {"*": f"verdict different: Holm p < 0.05 over the table's {m_family} contrasts"}
     return Table(caption, out, marks, contrast_column="Δ pass@1")
+
+
+def _reading_text(readings: set[str]) -> str:
+    if readings == {cx.TASK}:
+        return "about the task: seeds × problems, crossed"
+    if readings == {cx.FIXED}:
+        return "over seeds, given these eval problems: no per-problem records"
+    return "about the task where per-problem records exist, else given the problems"
 
 
 def compute_table(data: StudyData) -> Table:
@@ -171,41 +191,59 @@ def compute_table(data: StudyData) -> Table:
                 "seeds": r.n,
                 "Δ pass@1 @ equal tokens": r.contrast.diff,
                 "p (Holm)": r.p_holm,
-                "p sign-flip": r.contrast.p_sign_flip,
+                "verdict": r.verdict,
+                "reading": r.reading,
                 "read as": r.note,
                 SIGNIFICANT: r.significant,
             }
         )
+    primary = "the primary family" if data.primary == cx.TOKENS else "a secondary family"
     caption = (
-        "The contrasts at equal generated training tokens (dynamic sampling's discarded samples "
-        "included): eval pass@1 of every trial at the largest token count all trials of the cell "
-        "reached, paired by seed [95% t interval]; Holm over this table's contrasts."
+        f"The contrasts at equal generated training tokens ({primary}; dynamic sampling's "
+        "discarded samples included): eval pass@1 of every trial at the largest token count all "
+        "trials of the cell reached, paired by seed (and problem, where the eval made at the "
+        "mark is on record) [95% interval]; Holm over this table's contrasts; verdicts as in "
+        f"the main table (margin {_margin_text(data)})."
     )
-    marks = {"*": "Holm-adjusted paired t p < 0.05 over this table's contrasts"}
+    marks = {"*": "verdict different: Holm p < 0.05 over this table's contrasts"}
     return Table(caption, out, marks, contrast_column="Δ pass@1 @ equal tokens")
 
 
-def aa_table(data: StudyData) -> Table:
-    """Each A/A replicate against the arm it replicates."""
-    out = [
-        {
-            "replicate": r.arm,
-            "of": r.reference,
-            "base · template": r.cell,
-            "seeds": r.n,
-            "Δ pass@1": r.contrast.diff,
-            "p (Welch, Holm)": r.p_holm,
-            "check": "CALIBRATION FAILURE" if r.significant else "passed",
-            SIGNIFICANT: r.significant,
-        }
-        for r in cx.replicate_contrasts(data)
-    ]
+def control_table(data: StudyData) -> Table:
+    """The live controls: each A/A replicate against its twin (no difference expected) and the
+    positive control against the reference (a real difference expected)."""
+    out = []
+    for r in [*cx.replicate_contrasts(data), *cx.control_contrasts(data)]:
+        out.append(
+            {
+                "control": "A/A (negative)" if r.kind == cx.AA else "positive",
+                "arm": r.arm,
+                "against": r.reference,
+                "base · template": r.cell,
+                "seeds": r.n,
+                "Δ pass@1": r.contrast.diff,
+                "p (Holm)": r.p_holm,
+                "verdict": r.verdict,
+                "check": control_check(r),
+                SIGNIFICANT: r.significant,
+            }
+        )
     caption = (
-        "A/A checks: an arm against its replicate (same algorithm, independent seed streams), "
-        "Welch's t-test, Holm over these rows. Any significant difference means the pipeline's "
-        "error rates are not what the report claims."
+        "Live controls, each kind its own Holm family. A/A: an arm against its replicate (same "
+        "algorithm, same data order and eval samples, rollouts of its own), paired like every "
+        "contrast: a *different* verdict means the report's error rates are not what it claims. "
+        "Positive control: an arm with a known, real effect against the reference: if it is not "
+        "*different*, the study is underpowered for effects of that size."
     )
-    return Table(caption, out, {"*": "Holm-adjusted Welch p < 0.05"}, "Δ pass@1")
+    return Table(caption, out, {"*": "verdict different (Holm p < 0.05)"}, "Δ pass@1")
+
+
+def control_check(r: cx.ContrastRow) -> str:
+    if r.n < inference.MIN_SEEDS:
+        return "too few seeds"
+    if r.kind == cx.AA:
+        return "CALIBRATION FAILURE" if r.significant else "passed"
+    return "detected" if r.significant else "NOT DETECTED: underpowered"
 
 
 # --- survivorship ----------------------------------------------------------------------------
@@ -255,15 +293,15 @@ def finite(x: object) -> bool:
     return isinstance(x, float | int | np.floating) and bool(np.isfinite(x))
 
 
-def has_replicates(data: StudyData) -> bool:
-    return bool(cx.replicate_contrasts(data))
+def has_controls(data: StudyData) -> bool:
+    return bool(cx.replicate_contrasts(data) or cx.control_contrasts(data))
 
 
 TABLES = (
     TableSpec(name="configuration", build=config_table, order=10),
     TableSpec(name="main", build=main_table, order=20),
     TableSpec(name="equal_tokens", build=compute_table, order=40),
-    TableSpec(name="aa", build=aa_table, order=50, applies=has_replicates),
+    TableSpec(name="controls", build=control_table, order=25, applies=has_controls),
     TableSpec(name="survival", build=survival_table, order=60),
     TableSpec(name="incomplete", build=incomplete_table, order=70),
 )

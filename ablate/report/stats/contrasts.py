@@ -1,30 +1,42 @@
 """The report's contrasts: every compared arm against the reference arm, per base model ×
-template, with the seed as the unit of inference.
+template, about the task.
 
-- At equal steps: final eval pass@1 (diverged trials as 0, `measures.DIVERGED_RULE`), paired by
-  seed (common random numbers): paired t-test, exact sign-flip test as a robustness column.
-- At equal generated tokens: the same contrast at the token count every trial reached.
-- A/A: a replicate arm against the arm it replicates; independent seed streams, so Welch's t.
-Holm adjusts each family (one table's contrasts) together. Power: from the observed SD of the
-paired differences, at alpha / m for a family of m contrasts (Bonferroni: a conservative bound
-on Holm's first step).
+- Task-level reading (the default, whenever per-problem eval records exist): the per-(seed,
+  problem) differences arm − reference (common random numbers: same seeds, same eval problems)
+  go through the crossed seed × problem analysis of `crossed`, so the interval covers the
+  task's mean difference, not only these J problems' (an arm × problem interaction widens it).
+  The fixed-problem reading (paired t over per-seed means, conditional on the J problems) is
+  kept beside it, labelled.
+- At equal steps: final eval pass@1 (diverged trials as 0, `measures.DIVERGED_RULE`).
+- At equal generated tokens: the eval made on reaching the token mark every trial reached.
+- A/A: a replicate arm against its twin, on the same paired path (it shares their data order
+  and eval samples; only its rollouts differ). Positive control: its own family.
+Holm adjusts each family (one table's contrasts). Three verdicts: *different* (Holm p < 0.05),
+*equivalent* within ±margin (TOST: the 90% interval inside the margin) or *inconclusive*.
+Power: the MDE at alpha / m with the seed component at its one-sided 80% upper confidence bound
+(a few seeds underestimate it about half the time).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pandas as pd
+from scipy import stats as sps
 
 from ablate.report.data.load import StudyData
 from ablate.report.data.memo import per_study
-from ablate.report.stats import inference
+from ablate.report.stats import crossed, inference
 from ablate.report.stats import measures as m
+from ablate.report.stats import problems as pr
 
 POWER = 0.8
-STEPS, TOKENS, AA = "equal steps", "equal tokens", "A/A"
+SD_UPPER_CONFIDENCE = 0.8
+STEPS, TOKENS, AA, CONTROL = "equal steps", "equal tokens", "A/A", "positive control"
+TASK, FIXED = "task", "fixed problems"
+DIFFERENT, EQUIVALENT, INCONCLUSIVE = "different", "equivalent", "inconclusive"
 
 
 @dataclass(frozen=True)
@@ -34,18 +46,24 @@ class ContrastRow:
     model: str
     template: str
     kind: str
-    contrast: inference.Contrast
+    contrast: inference.Contrast  # the task-level reading when per-problem records exist
     p_holm: float = float("nan")
     family: int = 1
     mde: float = float("nan")
-    seeds_for_observed: int | None = None
-    seeds_for_effect: int | None = None
     tokens: float = float("nan")
     note: str = ""
+    reading: str = FIXED  # TASK: seeds × problems; FIXED: seeds only, given these problems
+    problems: int = 0  # J eval problems of the task-level reading
+    fixed: inference.Contrast | None = None  # the fixed-problem reading, for comparison
+    interval90: tuple[float, float] = (float("nan"), float("nan"))  # TOST's interval
+    margin: float | None = None
+    verdict: str = INCONCLUSIVE
+    diffs: np.ndarray | None = field(default=None, repr=False, compare=False)
+    """The [n, J] per-(seed, problem) differences of the task-level reading."""
 
     @property
     def significant(self) -> bool:
-        return bool(np.isfinite(self.p_holm) and self.p_holm < inference.ALPHA)
+        return self.verdict == DIFFERENT
 
     @property
     def n(self) -> int:
@@ -65,40 +83,126 @@ def _has_trials(data: StudyData, arm: str, model: str, template: str) -> bool:
     return bool(((t["arm"] == arm) & (t["model"] == model) & (t["template"] == template)).any())
 
 
-def _paired_rows(
-    data: StudyData, kind: str, values_for: Callable[[str, str], tuple[pd.Series, float, str]]
-) -> list[ContrastRow]:
-    ref, rows = data.reference_arm, []
-    for model, template in _model_templates(data):
-        if not _has_trials(data, ref, model, template):
-            continue
-        values, tokens, note = values_for(model, template)
-        r = m.by_seed(data, values, ref, model, template, with_diverged=True)
-        for arm in data.compared_arms:
-            if arm == ref or not _has_trials(data, arm, model, template):
-                continue
-            a = m.by_seed(data, values, arm, model, template, with_diverged=True)
-            c = inference.paired_contrast(*m.matched(a, r))
-            rows.append(ContrastRow(arm, ref, model, template, kind, c, tokens=tokens, note=note))
+def task_contrast(arm: np.ndarray, reference: np.ndarray) -> tuple[inference.Contrast, tuple]:
+    """arm − reference from matched [n, J] matrices: the crossed estimate with its 95% interval,
+    p-value and (as robustness) the exact sign-flip test of the per-seed mean differences; and
+    the 90% interval TOST reads."""
+    d = arm - reference  # [n, J]
+    c = crossed.crossed(d)
+    mean, half = float(c.mean), float(c.half_width())
+    half90 = float(c.half_width(crossed.EQUIVALENCE_CONFIDENCE))
+    seed_diffs = d.mean(axis=1)  # [n]
+    sd = float(seed_diffs.std(ddof=1)) if c.n >= 2 else float("nan")
+    est = inference.Estimate(mean, mean - half, mean + half, c.n, sd)
+    flip = float(inference.sign_flip_p(seed_diffs))
+    contrast = inference.Contrast(est, float(c.p_value()), flip, sd, c.n, "crossed t")
+    return contrast, (mean - half90, mean + half90)
+
+
+def fixed_contrast(arm: np.ndarray, reference: np.ndarray) -> tuple[inference.Contrast, tuple]:
+    """The fixed-problem reading: paired t over per-seed values (given these problems)."""
+    c = inference.paired_contrast(arm, reference)
+    half90 = float(inference.t_half_width(c.sd, c.n, crossed.EQUIVALENCE_CONFIDENCE))
+    return c, (c.diff.value - half90, c.diff.value + half90)
+
+
+def mde_task(d: np.ndarray, alpha: float, power: float = POWER) -> float:
+    """Smallest |Δ| detected with `power` at level alpha from per-(seed, problem) differences
+    d [n, J], with the seed component at its one-sided 80% upper confidence bound (normal shift
+    of the t quantiles at the Satterthwaite df)."""
+    c = crossed.crossed(d)
+    if c.n < inference.MIN_SEEDS or not float(c.se) > 0:
+        return float("nan")
+    inflate = (c.n - 1) / sps.chi2.ppf(1 - SD_UPPER_CONFIDENCE, c.n - 1)
+    var = (c.seed_var * inflate / c.n + c.problem_var / c.problems) + c.resid_var / (
+        c.n * c.problems
+    )
+    var = max(float(var), float(c.se) ** 2)
+    quantiles = sps.t.ppf(1 - alpha / 2, c.df) + sps.t.ppf(power, c.df)
+    return float(quantiles * np.sqrt(var))
+
+
+Values = Callable[[str, str, str], tuple[pd.DataFrame | pd.Series, float, str]]
+
+
+def _pair(data: StudyData, values: Values, arm: str, ref: str, model: str, template: str):
+    """(contrast, 90% interval, reading, J, fixed contrast, d or None, tokens, note)."""
+    a, tokens, note = values(arm, model, template)
+    r, _, _ = values(ref, model, template)
+    if isinstance(a, pd.DataFrame):
+        x, y = pr.matched(a, r)
+        if x.size and x.shape[1] >= 2:
+            fixed = fixed_contrast(x.mean(axis=1), y.mean(axis=1))[0]
+            c, i90 = task_contrast(x, y)
+            return c, i90, TASK, x.shape[1], fixed, x - y, tokens, note
+        a, r = a.mean(axis=1), r.mean(axis=1)
+    c, i90 = fixed_contrast(*m.matched(a, r))
+    return c, i90, FIXED, 0, c, None, tokens, note
+
+
+def _rows(data: StudyData, kind: str, values: Values, pairs) -> list[ContrastRow]:
+    rows = []
+    for arm, ref, model, template in pairs:
+        c, i90, reading, J, fixed, d, tokens, note = _pair(data, values, arm, ref, model, template)
+        row = ContrastRow(arm, ref, model, template, kind, c, tokens=tokens, note=note)
+        rows.append(replace(row, reading=reading, problems=J, fixed=fixed, interval90=i90, diffs=d))
     return rows
 
 
-def _final_pass_at_1(data: StudyData) -> Callable[[str, str], tuple[pd.Series, float, str]]:
+def _compared_pairs(data: StudyData) -> list[tuple[str, str, str, str]]:
+    ref = data.reference_arm
+    return [
+        (arm, ref, model, template)
+        for model, template in _model_templates(data)
+        if _has_trials(data, ref, model, template)
+        for arm in data.compared_arms
+        if arm != ref and _has_trials(data, arm, model, template)
+    ]
+
+
+def _final(data: StudyData) -> Values:
+    """Per-problem matrices at each trial's final eval; per-seed values when none are logged."""
+    rates = pr.final_rates(data)
     values = m.headline(data, m.final_value(data.history, "eval/pass_at_1"))
-    return lambda model, template: (values, float("nan"), "final eval")
 
-
-def _at_tokens(data: StudyData) -> Callable[[str, str], tuple[pd.Series, float, str]]:
-    def values_for(model: str, template: str) -> tuple[pd.Series, float, str]:
-        values, tokens, how = m.at_equal_tokens(data, model, template)
-        return m.headline(data, values), tokens, how
+    def values_for(arm: str, model: str, template: str):
+        cell = pr.cell_matrix(data, rates, arm, model, template) if len(rates) else None
+        if cell is not None and not cell.empty:
+            return cell, float("nan"), "final eval"
+        by_seed = m.by_seed(data, values, arm, model, template, with_diverged=True)
+        return by_seed, float("nan"), "final eval"
 
     return values_for
 
 
-def with_holm_and_power(rows: list[ContrastRow], effect: float | None) -> list[ContrastRow]:
-    """Holm over the family `rows`; power columns at alpha / m, m = the rows with a test (a
-    contrast under MIN_SEEDS seeds has none and does not count)."""
+def _at_tokens(data: StudyData) -> Values:
+    def values_for(arm: str, model: str, template: str):
+        values, tokens, how = m.at_equal_tokens(data, model, template)
+        steps = m.token_mark_steps(data, model, template)
+        if steps is not None and len(data.samples):
+            s = data.samples
+            at = s["trial_id"].map(steps)
+            rates = pr.rates_at(s[s["step"] == at])
+            cell = pr.cell_matrix(data, rates, arm, model, template)
+            if not cell.empty:
+                return cell, tokens, how
+        by_seed = m.by_seed(data, m.headline(data, values), arm, model, template)
+        return by_seed, tokens, how
+
+    return values_for
+
+
+def verdict(p_holm: float, interval90: tuple[float, float], margin: float | None) -> str:
+    """different (Holm p < alpha), equivalent (TOST inside ±margin) or inconclusive."""
+    if np.isfinite(p_holm) and p_holm < inference.ALPHA:
+        return DIFFERENT
+    if bool(crossed.equivalent(interval90[0], interval90[1], margin)):
+        return EQUIVALENT
+    return INCONCLUSIVE
+
+
+def with_holm_and_power(rows: list[ContrastRow], margin: float | None) -> list[ContrastRow]:
+    """Holm over the family `rows`, verdicts, and the MDE at alpha / m (m = rows with a test)."""
     if not rows:
         return rows
     adjusted = inference.holm([r.contrast.p_value for r in rows])
@@ -106,51 +210,67 @@ def with_holm_and_power(rows: list[ContrastRow], effect: float | None) -> list[C
     alpha = inference.ALPHA / max(tests, 1)
     out = []
     for row, p in zip(rows, adjusted, strict=True):
-        c = row.contrast
-        observed = abs(c.diff.value)
-        for_effect = inference.seeds_needed(effect, c.sd, alpha, POWER) if effect else None
-        out.append(
-            replace(
-                row,
-                p_holm=float(p),
-                family=tests,
-                mde=inference.mde_paired(c.sd, c.n, alpha=alpha, power=POWER),
-                seeds_for_observed=inference.seeds_needed(observed, c.sd, alpha, POWER),
-                seeds_for_effect=for_effect,
-            )
+        d, c = row.diffs, row.contrast
+        mde = (
+            mde_task(d, alpha)
+            if d is not None
+            else inference.mde_paired(_sd_upper(c.sd, c.n), c.n, alpha=alpha, power=POWER)
         )
+        v = verdict(float(p), row.interval90, margin) if c.n >= inference.MIN_SEEDS else ""
+        out.append(replace(row, p_holm=float(p), family=tests, mde=mde, margin=margin, verdict=v))
     return out
+
+
+def _sd_upper(sd: float, n: int) -> float:
+    if n < 2 or not np.isfinite(sd):
+        return float("nan")
+    return sd * float(np.sqrt((n - 1) / sps.chi2.ppf(1 - SD_UPPER_CONFIDENCE, n - 1)))
 
 
 @per_study
 def headline_contrasts(data: StudyData) -> list[ContrastRow]:
     """Every compared arm vs the reference at equal steps (final eval), one Holm family."""
-    rows = _paired_rows(data, STEPS, _final_pass_at_1(data))
-    return with_holm_and_power(rows, data.effect_of_interest)
+    rows = _rows(data, STEPS, _final(data), _compared_pairs(data))
+    return with_holm_and_power(rows, data.margin)
 
 
 @per_study
 def token_contrasts(data: StudyData) -> list[ContrastRow]:
     """The same contrasts at equal generated tokens, their own Holm family."""
-    rows = _paired_rows(data, TOKENS, _at_tokens(data))
-    return with_holm_and_power(rows, data.effect_of_interest)
+    rows = _rows(data, TOKENS, _at_tokens(data), _compared_pairs(data))
+    return with_holm_and_power(rows, data.margin)
+
+
+def primary_contrasts(data: StudyData) -> list[ContrastRow]:
+    """The study's declared primary family."""
+    return token_contrasts(data) if data.primary == TOKENS else headline_contrasts(data)
+
+
+def _cells_of(data: StudyData, arm: str, ref: str) -> list[tuple[str, str, str, str]]:
+    return [
+        (arm, ref, model, template)
+        for model, template in _model_templates(data)
+        if _has_trials(data, arm, model, template) and _has_trials(data, ref, model, template)
+    ]
 
 
 @per_study
 def replicate_contrasts(data: StudyData) -> list[ContrastRow]:
-    """Each A/A replicate against its original (Welch: the seed streams are independent);
-    their own Holm family. A significant row is a calibration failure."""
-    values = m.headline(data, m.final_value(data.history, "eval/pass_at_1"))
-    rows = []
-    for replicate, original in data.replicates.items():
-        for model, template in _model_templates(data):
-            if not _has_trials(data, replicate, model, template):
-                continue
-            a = m.by_seed(data, values, replicate, model, template, with_diverged=True)
-            b = m.by_seed(data, values, original, model, template, with_diverged=True)
-            c = inference.welch_contrast(a.dropna().to_numpy(), b.dropna().to_numpy())
-            rows.append(ContrastRow(replicate, original, model, template, AA, c))
-    return with_holm_and_power(rows, data.effect_of_interest)
+    """Each A/A replicate against its twin, paired (common random numbers); their own Holm
+    family. A *different* row is a calibration failure."""
+    pairs = [p for rep, orig in data.replicates.items() for p in _cells_of(data, rep, orig)]
+    return with_holm_and_power(_rows(data, AA, _final(data), pairs), data.margin)
+
+
+@per_study
+def control_contrasts(data: StudyData) -> list[ContrastRow]:
+    """The positive control against the reference, per cell, its own Holm family: the study
+    could detect a real effect iff the verdict is *different*."""
+    control = data.positive_control
+    if not control:
+        return []
+    pairs = _cells_of(data, control, data.reference_arm)
+    return with_holm_and_power(_rows(data, CONTROL, _final(data), pairs), data.margin)
 
 
 def template_contrasts(passk: pd.DataFrame, k: int = 1) -> pd.DataFrame:

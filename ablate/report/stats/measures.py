@@ -117,8 +117,7 @@ def at_equal_tokens(data: StudyData, model: str, template: str) -> tuple[pd.Seri
     marks = curve(data.history, "eval/token_mark")
     marks = marks[marks["trial_id"].isin(ids)]
     if len(marks) and set(marks["trial_id"]) == set(acc["trial_id"]):
-        mark = float(marks.groupby("trial_id")["value"].max().min())
-        first = marks[marks["value"] >= mark].groupby("trial_id")["step"].min()
+        first, mark = _mark_steps(marks)
         at = acc.merge(first.rename("at").reset_index(), on="trial_id")
         values = at[at["step"] == at["at"]].set_index("trial_id")["value"]
         return values, mark, "eval made on reaching the mark"
@@ -131,6 +130,24 @@ def at_equal_tokens(data: StudyData, model: str, template: str) -> tuple[pd.Seri
         lambda g: float(np.interp(budget, g["tokens"], g["value"]))
     )
     return values, budget, "interpolated between evals (no token eval cadence)"
+
+
+def _mark_steps(marks: pd.DataFrame) -> tuple[pd.Series, float]:
+    """trial_id -> the step of the eval made on reaching the largest mark all trials reached."""
+    mark = float(marks.groupby("trial_id")["value"].max().min())
+    return marks[marks["value"] >= mark].groupby("trial_id")["step"].min(), mark
+
+
+def token_mark_steps(data: StudyData, model: str, template: str) -> pd.Series | None:
+    """trial_id -> the eval step at the cell's common token mark (None without a token eval
+    cadence on every trial of the cell: the equal-token values are then interpolated)."""
+    ids = _cell_ids(data, model, template)
+    marks = curve(data.history, "eval/token_mark")
+    marks = marks[marks["trial_id"].isin(ids)]
+    acc = curve(data.history, "eval/pass_at_1")
+    if not len(marks) or set(marks["trial_id"]) != set(acc[acc["trial_id"].isin(ids)]["trial_id"]):
+        return None
+    return _mark_steps(marks)[0]
 
 
 def gain_per_million_tokens(data: StudyData) -> pd.Series:
