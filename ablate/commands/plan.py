@@ -1,4 +1,5 @@
-"""`ablate plan STUDY --pilot RESULTS`: seeds the full study needs, from a small pilot."""
+"""`ablate plan STUDY [--pilot RESULTS] --effect 0.03 --cpu-hours 1`: the seeds × eval problems ×
+samples per problem that detect the effect within the budget, from a pilot or from defaults."""
 
 from __future__ import annotations
 
@@ -13,54 +14,88 @@ def register(app: typer.Typer) -> None:
 
 def plan(
     study: Path = typer.Argument(..., help="the full study file (studies/x.py)"),
-    pilot: Path = typer.Option(..., help="results folder of the pilot run (holds mlflow.db)"),
+    pilot: Path = typer.Option(
+        None, help="results folder of a pilot run (holds mlflow.db); without it, defaults"
+    ),
     pilot_study: str = typer.Option("", help="the pilot's study name (default: STUDY's name)"),
     effect: float = typer.Option(0.0, help="Δ pass@1 to detect (default: effect_of_interest)"),
+    cpu_hours: float = typer.Option(1.0, help="the budget: hours of the whole study's trials"),
+    workers: int = typer.Option(1, help="trials run in parallel (one core each)"),
     tracking_uri: str = typer.Option(
         "", help="the pilot's results store, if not PILOT/mlflow.db (an MLflow URI or jsonl:///…)"
     ),
 ) -> None:
-    """Per contrast of STUDY: the pilot's paired SD and the seeds needed for 80% power at the
-    study's Holm family size; then one recommended seed count."""
-    import math
-
+    """Recommend the cheapest design whose minimum detectable effect (80% power, Bonferroni
+    over the primary family, seed SD at its 80% upper bound) reaches the effect within the
+    budget; print the best few designs and the variance components they rest on."""
     from rich.console import Console
-    from rich.table import Table
 
     from ablate.errors import ConfigError
-    from ablate.report.stats.plan import pilot_values, plan_rows, recommendation
+    from ablate.report.stats.plan import load_pilot, make_plan, recommendation
     from ablate.study import load_study
 
-    if effect < 0 or effect > 1:
-        raise ConfigError(f"--effect={effect} must be a Δ pass@1 in (0, 1]")
     full = load_study(study)
-    target = effect or full.effect_of_interest
-    values = pilot_values(pilot, pilot_study or full.name, tracking_uri or None)
-    rows = plan_rows(full, values, target)
-
-    def num(x: float) -> str:
-        return f"{x:.4f}" if math.isfinite(x) else "–"
-
-    def count(n: int | None, wanted: bool) -> str:
-        return "" if not wanted else ("> 1000" if n is None else str(n))
-
-    table = Table(title=f"{full.name}: seeds for 80% power (pilot {pilot})")
-    for col in ("arm vs " + full.reference_arm, "cell", "pilot seeds", "Δ", "SD", "SD 80% up"):
-        table.add_column(col)
-    for col in (f"seeds for {target:g}" if target else "seeds for effect", "(SD up)", "for Δ"):
-        table.add_column(col)
-    for r in rows:
-        table.add_row(
-            r.arm,
-            r.cell,
-            str(r.pilot_seeds),
-            num(r.delta),
-            num(r.sd),
-            num(r.sd_upper),
-            count(r.for_effect, bool(target) and r.pilot_seeds >= 2),
-            count(r.for_effect_upper, bool(target) and r.pilot_seeds >= 2),
-            count(r.for_delta, r.pilot_seeds >= 2 and math.isfinite(r.delta) and r.delta != 0),
+    loaded = None
+    if pilot is not None:
+        loaded = load_pilot(pilot, pilot_study or full.name, tracking_uri or None)
+    target = effect or full.effect_of_interest or 0.0
+    if not 0 < target <= 1:
+        raise ConfigError(
+            f"the effect to detect must be a Δ pass@1 in (0, 1]: pass --effect (got {target:g}) "
+            "or set Study(effect_of_interest=...)"
         )
+    if not cpu_hours > 0:
+        raise ConfigError(f"--cpu-hours={cpu_hours:g} must be > 0")
+    result = make_plan(full, target, cpu_hours, loaded, workers)
     console = Console()
-    console.print(table)
-    console.print(recommendation(rows, target))
+    console.print(_components_table(result))
+    console.print(_designs_table(result, full.name))
+    for label in result.untested:
+        console.print(f"no pilot data (2+ seeds in both arms) for {label}: planned from the others")
+    console.print(recommendation(result))
+
+
+def _components_table(result):
+    import math
+
+    from rich.table import Table
+
+    from ablate.report.stats.design import at_upper_bound
+
+    def sd(x: float) -> str:
+        return f"{math.sqrt(x):.4f}" if math.isfinite(x) else "–"
+
+    table = Table(title=f"variance components of Δ pass@1 (SDs), from {result.source}")
+    for col in ("contrast", "seed", "seed, 80% up", "arm × problem", "seed × problem"):
+        table.add_column(col)
+    table.add_column("per sample")
+    for label, c in result.components.items():
+        upper = at_upper_bound(c)
+        table.add_row(
+            label,
+            sd(c.seed_var),
+            sd(upper.seed_var),
+            sd(c.problem_var),
+            sd(c.sp_var),
+            sd(c.sample_var),
+        )
+    return table
+
+
+def _designs_table(result, name: str):
+    from rich.table import Table
+
+    c = result.cost
+    title = (
+        f"{name}: designs for |Δ| = {result.effect:g} within {result.budget_hours:g} h "
+        f"(trial = {c.train_seconds:.0f} s training + {c.evals:g} evals × J × K × "
+        f"{1000 * c.eval_sample_seconds:.2f} ms)"
+    )
+    table = Table(title=title)
+    for col in ("seeds n", "problems J", "samples K", "hours", "MDE"):
+        table.add_column(col, justify="right")
+    for d in result.table:
+        table.add_row(
+            str(d.seeds), str(d.problems), str(d.samples), f"{d.hours:.2f}", f"{d.mde:.4f}"
+        )
+    return table
