@@ -272,6 +272,7 @@ def test_the_tables_registry_declares_each_table_once_in_the_reports_order(data)
         "configuration",
         "main",
         "controls",
+        "variance_budget",
         "compute_curves",
         "compute_curve_contrasts",
         "equal_tokens",

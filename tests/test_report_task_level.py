@@ -11,7 +11,7 @@ import pytest
 
 from ablate.presets import baseline
 from ablate.report.claims import sentences as fd
-from ablate.report.render import build, headline
+from ablate.report.render import budget, build, headline
 from ablate.report.stats import contrasts as cx
 from ablate.report.stats import crossed
 from ablate.testing import study_data
@@ -141,3 +141,18 @@ def test_without_per_problem_records_the_reading_is_labelled_fixed():
     (row,) = cx.headline_contrasts(data)
     assert row.reading == cx.FIXED and row.problems == 0
     assert build.estimand(data).startswith("Estimand: the study's eval problems as fixed")
+
+
+def test_the_variance_budget_splits_each_arms_per_seed_variance():
+    data = make({"grpo": 0.0, "other": 0.1}, seeds=range(6))
+    rows = {r["arm"]: r for r in budget.budget_table(data).rows}
+    y = matrix(data, "grpo")
+    total = np.var(y.mean(axis=1), ddof=1)
+    # K = 4 Bernoulli samples per problem: unbiased per-cell noise ŷ(1 − ŷ)/(K − 1), over J
+    noise = np.mean((y * (1 - y)).mean(axis=1) / (K - 1) / J)
+    row = rows["grpo"]
+    assert row["seeds × problems × samples"] == f"6 × {J} × {K}"
+    assert row["per-seed SD"] == pytest.approx(np.sqrt(total))
+    assert row["eval noise SD"] == pytest.approx(np.sqrt(noise))
+    assert row["eval share"] == pytest.approx(min(1.0, noise / total))
+    assert row["training SD"] == pytest.approx(np.sqrt(max(0.0, total - noise)))

@@ -14,7 +14,7 @@ from ablate.report.claims.tutorial import evaluate_claims
 from ablate.report.curves import section
 from ablate.report.data.load import StudyData
 from ablate.report.data.table import Table, TableSpec
-from ablate.report.render import claim_tables, headline, secondary
+from ablate.report.render import budget, claim_tables, headline, secondary
 from ablate.report.stats import contrasts as cx
 
 
@@ -28,7 +28,9 @@ def _registry(*declared: tuple[TableSpec, ...]) -> tuple[TableSpec, ...]:
     return tuple(specs)
 
 
-TABLES = _registry(headline.TABLES, section.TABLES, claim_tables.TABLES, secondary.TABLES)
+TABLES = _registry(
+    headline.TABLES, budget.TABLES, section.TABLES, claim_tables.TABLES, secondary.TABLES
+)
 
 
 @dataclass
