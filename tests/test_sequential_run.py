@@ -95,7 +95,7 @@ def test_the_loop_stops_when_every_contrast_is_decided(monkeypatch, capsys):
     assert len(looks) == 2 and ("b", 4) not in looks[1] and ("c", 4) in looks[1]
     out = capsys.readouterr().out
     assert "c − ref: look 2 (3 seeds): equivalent" in out
-    assert "every contrast decided after look 2: 5 seeds" in out
+    assert "every contrast has its verdict after look 2 (5 seeds)" in out
 
 
 # --- calibration: simulated studies through the same replay -----------------------------------

@@ -97,6 +97,8 @@ def run_until_decided(
             say(look_line(result))
         undecided = {key for key, r in replayed.items() if not r.decided}
         if not undecided:
-            say(f"every contrast decided after look {k + 1}: {seeds} seeds")
+            say(f"every contrast has its verdict after look {k + 1} ({seeds} seeds)")
             break
+    else:
+        say(f"looks spent; {len(undecided)} contrast(s) still open (trials not settled)")
     return list(outcomes.values())
