@@ -69,10 +69,12 @@ def run_study(
     workers: int = 1,
     tracking_uri: str | None = None,
     hooks: RunHooks | None = None,
+    select: Callable[[Trial], bool] | None = None,
 ) -> list[TrialOutcome]:
     """Preflight, Pass@G phase, then the trials; returns one outcome per trial of the study.
     Any number of runners (and workers) may share the results folder: each trial is trained
-    by one of them (`ablate.lease`), the others skip it."""
+    by one of them (`ablate.lease`), the others skip it. `select` (a sequential design's look)
+    runs only the trials it accepts; the plan stays the whole study, and ids do not change."""
     from ablate import tracking
     from ablate.passk_phase import passk_phase
     from ablate.preflight import preflight_study
@@ -98,8 +100,9 @@ def run_study(
             parent.attach(csv)
         _notify(hooks.on_phase, "trials")
         statuses = parent.trial_status()
-        todo = [t for t in trials if statuses.get(t.id) != "FINISHED"]
-        skipped = [_outcome(t, "skipped", "already FINISHED") for t in trials if t not in todo]
+        chosen = [t for t in trials if select is None or select(t)]
+        todo = [t for t in chosen if statuses.get(t.id) != "FINISHED"]
+        skipped = [_outcome(t, "skipped", "already FINISHED") for t in chosen if t not in todo]
         if workers <= 1:
             done = [
                 run_trial(study, t, uri, paths["study"], hooks, i, len(todo))

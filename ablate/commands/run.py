@@ -25,24 +25,37 @@ def run(
     log_every: int = typer.Option(
         LOG_EVERY, min=1, help="when output is not a terminal: one progress line every N steps"
     ),
+    until_decided: bool = typer.Option(
+        False,
+        "--until-decided",
+        help="sequential design: run the study's `looks` one at a time, adding seeds only to "
+        "the contrasts still undecided",
+    ),
 ) -> None:
     """Run a study: the Pass@G phase, then every trial not yet FINISHED (resumes), then report."""
     from ablate import tracking
+    from ablate.commands.sequential import check_design, run_until_decided
     from ablate.preflight import preflight_study
     from ablate.runner import store_errors
     from ablate.study import load_study
     from ablate.threads import apply_threads
 
     loaded = load_study(study)
+    if until_decided:
+        check_design(loaded)
     preflight_study(loaded, results, tracking_uri or None)
     apply_threads()  # this process runs the Pass@G phase (and the trials when workers == 1)
-    outcomes = run_with_progress(
-        loaded,
-        results=results,
-        workers=workers,
-        tracking_uri=tracking_uri or None,
-        log_every=log_every,
-    )
+    where = dict(results=results, workers=workers, tracking_uri=tracking_uri or None)
+
+    def run_look(select=None):
+        return run_with_progress(loaded, **where, log_every=log_every, select=select)
+
+    if until_decided:
+        outcomes = run_until_decided(
+            loaded, run_look, results=results, tracking_uri=where["tracking_uri"]
+        )
+    else:
+        outcomes = run_look()
     store = tracking.open_store(tracking_uri or tracking.default_uri(results))
     with store_errors(store):  # the store can also fail after the last trial
         print_summary(loaded, outcomes, results, tracking_uri or None)
@@ -59,24 +72,37 @@ def write_report(study, results: str, out: str, tracking_uri: str | None) -> Non
 
 
 def run_with_progress(
-    study, *, results: str, workers: int, tracking_uri: str | None, log_every: int = LOG_EVERY
+    study,
+    *,
+    results: str,
+    workers: int,
+    tracking_uri: str | None,
+    log_every: int = LOG_EVERY,
+    select=None,
 ):
-    """`run_study` with rich bars on a terminal, or plain lines every `log_every` steps."""
+    """`run_study` with rich bars on a terminal, or plain lines every `log_every` steps;
+    `select` as in `run_study` (a look of a sequential design)."""
     from rich.console import Console
 
     from ablate.commands.progress import wants_bars
     from ablate.runner import run_study
 
     console = Console()
-    display = _study_bars(console, study) if wants_bars(console) else _study_lines(log_every)
+    bars = wants_bars(console)
+    display = _study_bars(console, study, select) if bars else _study_lines(log_every)
     with display as hooks:
         return run_study(
-            study, results_dir=results, workers=workers, tracking_uri=tracking_uri, hooks=hooks
+            study,
+            results_dir=results,
+            workers=workers,
+            tracking_uri=tracking_uri,
+            hooks=hooks,
+            select=select,
         )
 
 
 @contextlib.contextmanager
-def _study_bars(console, study):
+def _study_bars(console, study, select=None):
     from rich.progress import (
         BarColumn,
         MofNCompleteColumn,
@@ -96,7 +122,8 @@ def _study_bars(console, study):
         TimeRemainingColumn(),
     ]
     with Progress(*columns, console=console) as bar:
-        trials = bar.add_task("trials", total=len(study.trials()))
+        chosen = [t for t in study.trials() if select is None or select(t)]
+        trials = bar.add_task("trials", total=len(chosen))
         steps = bar.add_task("pass@G phase", total=None)
 
         def on_trial_start(trial, index, total) -> None:

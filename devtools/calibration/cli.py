@@ -71,6 +71,7 @@ def parser() -> argparse.ArgumentParser:
         help="each arm draws its own eval noise",
     )
     add("--seed", type=int, default=0, help="random seed of the simulation")
+    add("--sequential", action="store_true", help="also the sequential design (looks, spending)")
     return p
 
 
@@ -97,4 +98,11 @@ def main(argv: list[str] | None = None) -> int:
     print()
     print(calibration.describe(table))
     print(f"({time.perf_counter() - start:.1f} s)")
+    if args.sequential:
+        from devtools.calibration import sequential
+
+        start = time.perf_counter()
+        print()
+        print(sequential.format_table(sequential.table(args.studies, seed=args.seed), 0.05))
+        print(f"({time.perf_counter() - start:.1f} s)")
     return 0
