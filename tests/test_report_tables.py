@@ -271,6 +271,7 @@ def test_the_tables_registry_declares_each_table_once_in_the_reports_order(data)
     assert [s.name for s in TABLES] == [
         "configuration",
         "main",
+        "sequential",
         "controls",
         "variance_budget",
         "compute_curves",

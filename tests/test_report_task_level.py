@@ -156,3 +156,24 @@ def test_the_variance_budget_splits_each_arms_per_seed_variance():
     assert row["eval noise SD"] == pytest.approx(np.sqrt(noise))
     assert row["eval share"] == pytest.approx(min(1.0, noise / total))
     assert row["training SD"] == pytest.approx(np.sqrt(max(0.0, total - noise)))
+
+
+def test_a_sequential_design_gives_the_verdicts_and_its_looks_are_tabled():
+    data = make(
+        {"grpo": 0.0, "other": 0.3, "again": 0.0},
+        seeds=range(6),
+        looks=(3, 6),
+        equivalence_margin=0.2,
+        replicates={"again": "grpo"},
+    )
+    rows = {r.arm: r for r in cx.headline_contrasts(data)}
+    assert set(rows) == {"other"}  # the replicate is a control, not in the primary family
+    assert rows["other"].verdict == cx.DIFFERENT and rows["other"].note.startswith("look 1 of 2")
+    table = headline.sequential_table(data).rows
+    assert [(r["contrast"], r["look"], r["verdict"]) for r in table] == [
+        ("other − grpo", 1, "different")
+    ]
+    assert table[0]["seeds"] == "3 of 3" and table[0]["p"] < table[0]["nominal level"]
+    # without looks, the same data gets the fixed design's verdict over all 6 seeds
+    fixed = make({"grpo": 0.0, "other": 0.3}, seeds=range(6))
+    assert cx.headline_contrasts(fixed)[0].note == "final eval"

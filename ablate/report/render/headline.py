@@ -22,6 +22,7 @@ from ablate.report.stats import contrasts as cx
 from ablate.report.stats import crossed, inference
 from ablate.report.stats import measures as m
 from ablate.report.stats import problems as pr
+from ablate.report.stats.sequential_data import replay_study
 
 UNIT = (0.0, 1.0)  # the range of pass@k: its intervals are clipped there
 
@@ -156,6 +157,8 @@ def main_table(data: StudyData) -> Table:
         out.append(row)
     m_family = max((r.family for r in rows), default=0)
     primary = "the primary family" if data.primary == cx.STEPS else "a secondary family"
+    if data.looks and data.primary == cx.STEPS:
+        primary += "; verdicts from its sequential design, see the sequential table"
     caption = (
         f"Final eval pass@1 ({primary}): mean over seeds and eval problems [95% interval "
         f"{_reading_text(readings)}]; seeds = seeds in the headline / planned (diverged trials "
@@ -246,6 +249,36 @@ def control_check(r: cx.ContrastRow) -> str:
     return "detected" if r.significant else "NOT DETECTED: underpowered"
 
 
+def sequential_table(data: StudyData) -> Table:
+    """Every look of every primary contrast under the study's sequential design."""
+    out = []
+    for result in replay_study(data).values():
+        for look in result.history:
+            out.append(
+                {
+                    "contrast": result.name,
+                    "look": look.look,
+                    "seeds": f"{look.seeds} of {look.planned}",
+                    "Δ pass@1": inference.Estimate(look.estimate, look.low, look.high, look.seeds),
+                    "p": look.p_value,
+                    "nominal level": look.nominal,
+                    "verdict": look.verdict,
+                }
+            )
+    caption = (
+        f"Sequential design: looks at {list(data.looks)} seeds, alpha spent by "
+        f"{data.spending.replace('_', '–')} (Lan–DeMets), Bonferroni over the primary family; a "
+        "contrast stops at the first look where p < its nominal level (different) or its "
+        f"interval at 1 − 2·(TOST level) lies inside {_margin_text(data)} (equivalent). Δ with "
+        "its repeated confidence interval at 1 − nominal level; task-level (seeds × problems)."
+    )
+    return Table(caption, out)
+
+
+def has_looks(data: StudyData) -> bool:
+    return bool(data.looks) and data.primary == cx.STEPS and not data.samples.empty
+
+
 # --- survivorship ----------------------------------------------------------------------------
 def survival_table(data: StudyData) -> Table:
     rows = []
@@ -302,6 +335,7 @@ TABLES = (
     TableSpec(name="main", build=main_table, order=20),
     TableSpec(name="equal_tokens", build=compute_table, order=40),
     TableSpec(name="controls", build=control_table, order=25, applies=has_controls),
+    TableSpec(name="sequential", build=sequential_table, order=22, applies=has_looks),
     TableSpec(name="survival", build=survival_table, order=60),
     TableSpec(name="incomplete", build=incomplete_table, order=70),
 )

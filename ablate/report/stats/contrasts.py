@@ -31,6 +31,8 @@ from ablate.report.data.memo import per_study
 from ablate.report.stats import crossed, inference
 from ablate.report.stats import measures as m
 from ablate.report.stats import problems as pr
+from ablate.report.stats.sequential import CONTINUE
+from ablate.report.stats.sequential_data import replay_study
 
 POWER = 0.8
 SD_UPPER_CONFIDENCE = 0.8
@@ -229,9 +231,32 @@ def _sd_upper(sd: float, n: int) -> float:
 
 @per_study
 def headline_contrasts(data: StudyData) -> list[ContrastRow]:
-    """Every compared arm vs the reference at equal steps (final eval), one Holm family."""
+    """Every compared arm vs the reference at equal steps (final eval), one Holm family; with a
+    sequential design (`looks`), each verdict is the design's (`sequential_verdicts`)."""
     rows = _rows(data, STEPS, _final(data), _compared_pairs(data))
-    return with_holm_and_power(rows, data.margin)
+    return sequential_verdicts(data, with_holm_and_power(rows, data.margin))
+
+
+UNDECIDED = "undecided: looks remain"
+
+
+def sequential_verdicts(data: StudyData, rows: list[ContrastRow]) -> list[ContrastRow]:
+    """The verdicts of the study's sequential design replayed on its results (alpha spent over
+    the looks, Bonferroni over the primary family): they replace the fixed-design ones."""
+    if not data.looks or data.primary != STEPS:
+        return rows
+    results = replay_study(data)
+    out = []
+    for row in rows:
+        res = results.get((row.arm, row.model, row.template))
+        if res is None or res.final is None:
+            out.append(row)
+            continue
+        look = res.final
+        verdict = UNDECIDED if res.verdict == CONTINUE else res.verdict
+        note = f"look {look.look} of {len(data.looks)} ({look.seeds} seeds)"
+        out.append(replace(row, verdict=verdict, note=note))
+    return out
 
 
 @per_study

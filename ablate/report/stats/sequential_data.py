@@ -12,6 +12,7 @@ import pandas as pd
 
 from ablate.report.data.load import StudyData
 from ablate.report.stats import inference
+from ablate.report.stats import problems as pr
 from ablate.report.stats.sequential import SequentialResult, replay
 
 #: Run statuses after which a trial will not change: a look whose trials all have one is reached.
@@ -30,20 +31,13 @@ def seed_order(data: StudyData, model: str, template: str) -> list[int]:
 
 
 def problem_scores(data: StudyData, arm: str, model: str, template: str) -> pd.DataFrame:
-    """Pass rate per seed (rows) and eval problem (columns) at each trial's final eval step: the
-    mean of `correct` over the problem's samples. A diverged trial scores 0 on every problem (its
-    policy is broken, `measures.DIVERGED_RULE`); failed and missing trials have no row."""
-    trials = _cell_trials(data, arm, model, template)
-    s = data.samples
-    s = s[(s["arm"] == arm) & (s["model"] == model) & (s["template"] == template)]
-    complete = trials[trials["complete"].astype(bool)]
-    s = s[s["trial_id"].isin(complete["trial_id"])]
-    s = s[s["step"] == s.groupby("trial_id")["step"].transform("max")]
-    table = s.groupby(["seed", "problem_id"])["correct"].mean().unstack("problem_id")
+    """Pass rate per seed (rows) and eval problem (columns) at each trial's final eval step
+    (`problems.cell_matrix`: a diverged trial scores 0 on every problem; failed and missing
+    trials have no row)."""
+    table = pr.cell_matrix(data, pr.final_rates(data), arm, model, template)
+    if table.empty:
+        return table
     table.index = table.index.astype(int)
-    diverged = trials.loc[trials["outcome"] == "diverged", "seed"].astype(int)
-    for seed in diverged:
-        table.loc[seed] = 0.0
     return table.astype(float)
 
 
