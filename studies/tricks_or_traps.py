@@ -51,7 +51,9 @@ ARMS = {
 BASE_ARMS = ["grpo4", "no_std", "batch_std", "clip_higher", "token_agg", "lite_ppo", "dapo4"]
 ALIGNED_ARMS = ["grpo4", "clip_higher", "token_agg"]
 
-#: Δ pass@1 inside which "no effect" is supported: a quarter of the base rung's RL gain here.
+#: Δ pass@1 inside which two arms count as equivalent (TOST on the 90% interval), for a finding
+#: of no effect and for the directional ones alike: a quarter of the base rung's RL gain here.
+#: Declared before the results as each study's `equivalence_margin`.
 NO_EFFECT_MARGIN = 0.03
 
 
@@ -177,6 +179,7 @@ def tricks_study(name: str, arms: list[str], **settings) -> Study:
         # the start is the base model's Pass@G phase (same weights for every arm)
         "eval": EvalSpec(n_samples=2, ks=(1, 2), at_start=False),
         "passk": PassKSpec(n=8, ks=(1, 8), max_problems=64),
+        "equivalence_margin": NO_EFFECT_MARGIN,
     }
     defaults["findings"] = [f for f in FINDINGS if f.study == name]
     return Study(name=name, arms=[ARMS[a] for a in arms], **{**defaults, **settings})

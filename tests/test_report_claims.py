@@ -13,6 +13,7 @@ import pytest
 from ablate.presets import baseline
 from ablate.report.claims import analytic, rules, tutorial
 from ablate.report.data.load import StudyData
+from ablate.report.stats import inference
 from ablate.report.stats.contrasts import template_contrasts
 
 SEEDS = range(6)
@@ -31,7 +32,9 @@ def judged(claim: rules.Claim) -> rules.Claim:
     return rules.adjudicate([claim])[0]
 
 
-def make(runs, passk=None, group_size=8, reference="grpo", algorithms=True) -> StudyData:
+def make(
+    runs, passk=None, group_size=8, reference="grpo", algorithms=True, margin=None
+) -> StudyData:
     """runs: (arm, model, seed, {metric: [value per step]}) -> a StudyData of complete trials."""
     trials, history = [], []
     for i, (arm, model, seed, curves) in enumerate(runs):
@@ -72,6 +75,7 @@ def make(runs, passk=None, group_size=8, reference="grpo", algorithms=True) -> S
         group_size,
         80,
         algorithms=ALGOS if algorithms else {},
+        equivalence_margin=margin,
     )
 
 
@@ -187,27 +191,30 @@ def test_2_not_tested_when_clip_higher_comes_with_another_schedule():
 
 def test_2_not_testable_when_the_upper_clip_barely_binds():
     c = tutorial.claim_clip_higher_keeps_entropy(_entropy(lambda s: 0.05, clip_binds=0.003))
-    assert c.verdict == rules.NOT_TESTABLE and "0.30%" in c.note
+    assert c.verdict == rules.NOT_TESTABLE and "0.30%" in c.note and "barely acts" in c.note
+    # the threshold is ACTS_MIN = 1%: a clip binding on 1.5% of tokens is tested
+    assert rules.ACTS_MIN == 0.01
+    tested = tutorial.claim_clip_higher_keeps_entropy(
+        _entropy(lambda s: 0.02 + 0.001 * s, clip_binds=0.015)
+    )
+    assert judged(tested).verdict == rules.SUPPORTED and "1.50%" in tested.note
 
 
 # --- 3 ---------------------------------------------------------------------------------------
-def _ratios(token_sign, seq_sign, n=6):
+def _ratios(token_sign, seq_sign, n=6, noise=2e-3):
+    """Per seed, ratio variances that follow length with sign `token_sign(s)` / `seq_sign(s)`
+    and some seed-specific noise (so the per-seed ρ differences vary: a constant difference
+    would have no variance and no test)."""
     length = np.arange(20, 28)
     runs = []
     for s in range(n):
-        sign = token_sign(s)
-        runs.append(
-            (
-                "grpo",
-                "m",
-                s,
-                {
-                    "length/mean": length,
-                    "policy/ratio_var": sign * length * 1e-3,
-                    "policy/seq_ratio_var": seq_sign(s) * length * 1e-4,
-                },
-            )
-        )
+        jitter = np.random.default_rng(s).normal(0, noise, size=(2, len(length)))
+        curves = {
+            "length/mean": length,
+            "policy/ratio_var": token_sign(s) * length * 1e-3 + jitter[0],
+            "policy/seq_ratio_var": seq_sign(s) * length * 1e-4 + jitter[1] * 0.1,
+        }
+        runs.append(("grpo", "m", s, curves))
     return make(runs)
 
 
@@ -241,7 +248,7 @@ def test_3_averages_within_a_seed_so_n_counts_seeds_not_trials():
 def test_3_not_testable_when_ratios_are_constant():
     assert (
         tutorial.claim_token_ratio_variance_grows_with_length(
-            _ratios(lambda s: 0, lambda s: 0)
+            _ratios(lambda s: 0, lambda s: 0, noise=0.0)
         ).verdict
         == rules.NOT_TESTABLE
     )
@@ -286,12 +293,22 @@ def test_4_permutation_p_over_cells_by_hand():
     # |rho| = 1, so the two-sided exact p is 2/24 (four cells can never reach 0.05)
     rho, p = tutorial.permutation_rho(np.array([0.1, 0.2, 0.3, 0.4]), np.array([1.0, 2, 3, 4]))
     assert rho == pytest.approx(1.0) and p == pytest.approx(2 / 24)
+    assert tutorial.structural_min_p(4) == pytest.approx(2 / 24)
+    assert tutorial.structural_min_p(5) == pytest.approx(2 / 120)
     c = judged(
         tutorial.claim_gain_grows_with_base_pass_at_g(
             _gain_vs_passg(lambda pg: pg, pass_g=(0.0, 0.3, 0.6, 0.9))
         )
     )
-    assert c.verdict == rules.INCONCLUSIVE and c.p_value == pytest.approx(2 / 24)
+    # even a perfect order cannot reach 0.05 with 4 cells: untestable, and the floor is printed
+    assert c.verdict == rules.NOT_TESTABLE and c.p_value == pytest.approx(2 / 24)
+    assert "2/4! = 0.0833" in c.note
+    five = judged(
+        tutorial.claim_gain_grows_with_base_pass_at_g(
+            _gain_vs_passg(lambda pg: pg, pass_g=(0.0, 0.3, 0.6, 0.8, 0.9))
+        )
+    )
+    assert five.verdict == rules.SUPPORTED and five.p_value == pytest.approx(2 / 120)
 
 
 def test_4_not_tested_with_two_base_models():
@@ -302,14 +319,14 @@ def test_4_not_tested_with_two_base_models():
 
 
 # --- 5 ---------------------------------------------------------------------------------------
-def _templates(p_other, half_width):
-    p = [0.5, p_other]
+def _templates(p_other, half_width, margin=0.02, others=("plain_q",)):
+    p = [0.5, *(p_other if isinstance(p_other, tuple) else [p_other] * len(others))]
     return make(
         [],
         passk=pd.DataFrame(
             dict(
                 model="m",
-                template=["plain", "plain_q"],
+                template=["plain", *others],
                 k=1,
                 pass_at_k=p,
                 ci_low=[x - half_width for x in p],
@@ -317,6 +334,7 @@ def _templates(p_other, half_width):
                 n_problems=64,
             )
         ),
+        margin=margin,
     )
 
 
@@ -324,15 +342,36 @@ def _templates(p_other, half_width):
     ("p_other", "half", "expected"),
     [
         (0.1, 0.05, rules.SUPPORTED),
-        (0.5, 0.005, rules.CONTRADICTED),
+        (0.5, 0.005, rules.EQUIVALENT),  # every template's interval inside ±0.02
         (0.45, 0.2, rules.INCONCLUSIVE),
     ],
 )
 def test_5_template_changes_base_pass_at_k(p_other, half, expected):
-    assert (
-        judged(tutorial.claim_template_changes_base_pass_at_k(_templates(p_other, half))).verdict
-        == expected
-    )
+    c = judged(tutorial.claim_template_changes_base_pass_at_k(_templates(p_other, half)))
+    assert c.verdict == expected and c.margin == 0.02
+    # "changes" has no opposite direction: no difference is an equivalence, not a contradiction
+    assert c.verdict != rules.CONTRADICTED
+
+
+def test_5_is_not_equivalent_without_a_declared_margin():
+    c = judged(tutorial.claim_template_changes_base_pass_at_k(_templates(0.5, 0.005, None)))
+    assert c.verdict == rules.INCONCLUSIVE and c.margin is None
+
+
+def test_5_p_value_is_adjusted_once_over_the_claims_and_its_contrasts():
+    data = _templates((0.45, 0.48), 0.02, others=("plain_q", "plain_r"))
+    five = tutorial.claim_template_changes_base_pass_at_k(data)
+    raw = template_contrasts(data.passk)["p"].tolist()
+    assert five.p_value == pytest.approx(min(raw)) and len(five.family) == 2
+    other = rules.Claim("x", "s", "t", value=1.0, n=6, p_value=0.2, verdict=rules.INCONCLUSIVE)
+    judged_five, judged_other = rules.adjudicate([five, other])
+    # one Holm family of the three raw p-values: claim 5 takes the smaller of its two
+    holm = inference.holm([*raw, 0.2])
+    assert judged_five.p_holm == pytest.approx(min(holm[:2]))
+    assert judged_other.p_holm == pytest.approx(holm[2])
+    # before: the template contrasts' own Holm p, then Holm again over the claims
+    twice = inference.holm([min(inference.holm(raw)), 0.2])[0]
+    assert judged_five.p_holm < twice
 
 
 def test_template_contrasts_holm_adjusts_across_models():
@@ -389,11 +428,65 @@ def test_6_marks_ceiling_cells_instead_of_counting_them():
     assert c.verdict == rules.CONTRADICTED and "sat" in c.note and c.n == 6
 
 
-def test_verdict_rule_on_holm_adjusted_p():
-    assert rules.verdict(1.0, 0.03) == rules.SUPPORTED
-    assert rules.verdict(-1.0, 0.03) == rules.CONTRADICTED
-    assert rules.verdict(1.0, 0.06) == rules.INCONCLUSIVE
-    assert rules.verdict(-1.0, 0.01, direction=0) == rules.SUPPORTED  # either direction
+def _decided(value, low, high, p_holm=0.01, margin=0.03, direction=1, null=False, half90=None):
+    """The verdict of a claim with a 95% interval [low, high] (and a 90% one 0.84 as wide)."""
+    h90 = (high - low) / 2 * 0.84 if half90 is None else half90
+    c = rules.Claim(
+        "x", "s", "t", value=value, low=low, high=high, low90=value - h90, high90=value + h90,
+        n=6, p_holm=p_holm, direction=direction, margin=margin, null=null,
+    )  # fmt: skip
+    return rules.decide(c)
+
+
+def test_verdict_rule_supported_equivalent_contradicted_inconclusive():
+    assert _decided(0.1, 0.05, 0.15) == (rules.SUPPORTED, "")
+    assert _decided(-0.1, -0.15, -0.05, direction=0)[0] == rules.SUPPORTED  # either direction
+    # significant and inside the margin: a small, real difference, still supported
+    assert _decided(0.01, 0.005, 0.015) == (rules.SUPPORTED, "smaller than the margin ±0.03")
+    # not significant, 90% interval inside ±0.03: the predicted effect is not there
+    assert _decided(0.0, -0.025, 0.025, p_holm=0.9)[0] == rules.EQUIVALENT
+    # against the prediction and beyond the margin: contradicted
+    assert _decided(-0.1, -0.15, -0.05)[0] == rules.CONTRADICTED
+    # against the prediction, significant, but the interval reaches inside the margin
+    verdict, note = _decided(-0.04, -0.07, -0.01)
+    assert verdict == rules.INCONCLUSIVE and "opposite" in note and "0.03" in note
+    # without a margin (a scale with none) the boundary is 0: significant against = contradicted
+    assert _decided(-0.04, -0.07, -0.01, margin=None)[0] == rules.CONTRADICTED
+    assert _decided(0.1, -0.05, 0.25, p_holm=0.4)[0] == rules.INCONCLUSIVE
+
+
+def test_verdict_rule_for_a_claim_of_no_effect():
+    # the 90% interval inside ±margin: equivalent (what the claim says)
+    assert _decided(0.0, -0.03, 0.03, null=True, direction=0, half90=0.025)[0] == rules.EQUIVALENT
+    # a real difference inside the margin is still equivalence, and says so
+    verdict, note = _decided(0.01, 0.002, 0.018, null=True, direction=0)
+    assert verdict == rules.EQUIVALENT and "small, real" in note
+    # beyond the margin on either side: contradicted
+    assert _decided(0.1, 0.05, 0.15, null=True, direction=0)[0] == rules.CONTRADICTED
+    assert _decided(-0.1, -0.15, -0.05, null=True, direction=0)[0] == rules.CONTRADICTED
+    # significant but straddling the margin: not shown beyond it
+    verdict, note = _decided(0.04, 0.01, 0.07, null=True, direction=0)
+    assert verdict == rules.INCONCLUSIVE and "not shown beyond ±0.03" in note
+    assert rules.verdict_text(
+        rules.Claim("x", "s", "t", verdict=rules.EQUIVALENT, margin=0.03)
+    ) == ("equivalent within ±0.03")
+
+
+def test_zero_variance_claims_are_not_testable_and_say_why():
+    # the same growth in every seed: no variance, no p-value (it used to be p = 0, supported)
+    same = _lengths(lambda s: 10, lambda s: 0)
+    c = judged(tutorial.claim_std_norm_lengthens_wrong_answers(same))
+    assert c.verdict == rules.NOT_TESTABLE and "no variance" in c.note and np.isnan(c.p_value)
+    equal = _lengths(lambda s: 0, lambda s: 0)
+    equal = judged(tutorial.claim_std_norm_lengthens_wrong_answers(equal))
+    assert equal.verdict == rules.NOT_TESTABLE and "same value in all 6 seeds" in equal.note
+
+
+def test_6_is_equivalent_within_the_studys_margin():
+    runs = _pass_gains(lambda s: 0.001 * (-1) ** s, lambda s: 0.0)
+    c = judged(tutorial.claim_rl_raises_pass_at_1_more_than_pass_at_k(make(runs, margin=0.03)))
+    assert c.verdict == rules.EQUIVALENT and c.margin == 0.03
+    assert -0.03 < c.low90 < c.high90 < 0.03 and c.low < c.low90  # the 90% interval is inside
 
 
 def test_claims_are_holm_adjusted_together():

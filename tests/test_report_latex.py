@@ -17,6 +17,7 @@ from ablate.presets import baseline
 from ablate.report.data.table import Table
 from ablate.report.render import formats, latex
 from ablate.report.render.tables import build_tables
+from ablate.report.stats.inference import Estimate
 from ablate.testing import study_data
 
 DOCUMENT = (
@@ -64,7 +65,7 @@ ALGOS = {
 
 
 def wide_study():
-    """Five arms with long names and changes, two base models, three seeds."""
+    """Five arms with long names and changes, two base models, three seeds; one diverged."""
     runs = []
     for i, arm in enumerate(ALGOS):
         for model in ("rl_ready", "saturated"):
@@ -76,7 +77,8 @@ def wide_study():
                     "entropy/mean": [0.5, 0.45, 0.4],
                     "length/incorrect_mean": [10, 11, 12],
                 }
-                runs.append((arm, model, seed, curves))
+                diverged = arm == "dapo" and model == "saturated" and seed == 2
+                runs.append((arm, model, seed, curves, "diverged" if diverged else "finished"))
     return study_data(runs, algorithms=ALGOS, reference="grpo")
 
 
@@ -98,19 +100,23 @@ def test_text_is_escaped_to_ascii_latex():
     assert latex.escape("last ¼, ~0, é, ✓").isascii()
 
 
-def test_caption_describes_the_cells_as_plus_minus_half_width():
-    caption = "pass@1: mean over seeds [95% Student-t interval]."
-    assert latex.interval_caption(caption, True) == (
-        "pass@1: mean over seeds ± half-width of the 95% Student-t interval."
-    )
-    assert "half-width" in latex.interval_caption("Claims.", True)
+def test_cells_print_an_interval_as_its_two_ends_not_plus_minus():
+    # a clipped or exact binomial interval is asymmetric: "± half-width" would misstate it
+    est = Estimate(0.98, 0.95, 1.0, 5)
+    table = Table("pass@1: mean over seeds [95% Student-t interval].", [{"arm": "a", "x": est}])
+    tex = formats.to_latex(table)
+    assert "0.980 [0.950, 1.000]" in tex and r"\pm" not in tex
+    assert "[95\\% Student-t interval]" in tex  # the caption is left as it reads
+    assert "half-width" not in latex.interval_caption("Claims.", True)
+    assert "estimate a with its 95% interval from l to h" in latex.interval_caption("Claims.", True)
     assert latex.interval_caption("Claims.", False) == "Claims."
+    assert latex.make_column("x", ["0.980 [0.950, 1.000]", "–"]).numeric  # right-aligned
 
 
 def test_a_wide_table_is_split_into_panels_that_repeat_the_key_columns():
     rows = [
         {"arm": f"arm{i}", "base · template": "rl_ready · plain"}
-        | {f"measure {j}": f"0.{i}{j}0 ± 0.010" for j in range(12)}
+        | {f"measure {j}": f"0.{i}{j}0 [0.{i}{j}0, 0.{i}{j}9]" for j in range(12)}
         for i in range(3)
     ]
     tex = formats.to_latex(Table("Wide [95% t interval].", rows, name="wide"))
@@ -119,7 +125,7 @@ def test_a_wide_table_is_split_into_panels_that_repeat_the_key_columns():
     assert tex.count("arm0 &") == len(specs)
     for measure in range(12):
         assert len(re.findall(rf"measure {measure}(?!\d)", tex)) == 1
-    assert "half-width of the 95\\% t interval" in tex and "[95" not in tex
+    assert "Wide [95\\% t interval]." in tex and "half-width" not in tex
 
 
 def test_long_text_wraps_in_columns_sized_to_the_line_width():
@@ -132,7 +138,8 @@ def test_long_text_wraps_in_columns_sized_to_the_line_width():
 
 @requires_tex
 def test_every_table_of_a_report_compiles_and_fits_the_text_width(wide_tables, tmp_path):
-    assert {p.stem for p in wide_tables} >= {"main", "claims", "dynamics", "configuration"}
+    stems = {"main", "claims", "dynamics", "configuration", "outcomes", "survivors"}
+    assert {p.stem for p in wide_tables} >= stems
     for table in wide_tables:
         assert compile_problems(table, tmp_path) == [], table.name
     main = (tmp_path / "doc_main.log").read_text()

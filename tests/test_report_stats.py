@@ -64,7 +64,8 @@ def test_paired_t_p_by_hand_and_vectorised():
     # (1, 2, 3): t = 2 / (1 / sqrt 3) = sqrt 12; 2 df: p = 1 - t / sqrt(2 + t^2) = 1 - sqrt(12/14)
     d = np.array([[1.0, 2, 3], [0, 0, 0], [2, 2, 2], [1, -1, 0]])
     p = inference.paired_t_p(d)
-    assert p == pytest.approx([1 - np.sqrt(12 / 14), 1.0, 0.0, 1.0])
+    assert p[[0, 3]] == pytest.approx([1 - np.sqrt(12 / 14), 1.0])
+    assert np.isnan(p[1]) and np.isnan(p[2])  # constant differences: no variance, no test
     x = np.random.default_rng(1).normal(0.3, 1, size=(3, 6))
     assert inference.paired_t_p(x) == pytest.approx(sps.ttest_1samp(x, 0, axis=1).pvalue)
     assert np.isnan(inference.paired_t_p(np.array([1.0, 2.0])))  # two seeds: no p-value
@@ -154,3 +155,22 @@ def test_mde_and_power_round_trip_and_seeds_needed_is_minimal():
     assert (
         inference.seeds_needed(1.0, 0.03) == inference.MIN_SEEDS
     )  # huge effect: the floor, not fewer
+
+
+def test_zero_variance_gives_no_p_value_not_p_zero():
+    # a constant nonzero difference used to print p = 0 ("infinitely significant")
+    contrast = inference.paired_contrast(np.array([0.6, 0.7, 0.8]), np.array([0.5, 0.6, 0.7]))
+    assert np.isnan(contrast.p_value) and contrast.diff.value == pytest.approx(0.1)
+    assert contrast.p_sign_flip == pytest.approx(2 / 8)  # the exact test still has its floor
+    same = inference.paired_contrast(np.array([0.5, 0.6, 0.7]), np.array([0.5, 0.6, 0.7]))
+    assert np.isnan(same.p_value)
+    # a NaN p is no test: Holm neither counts it nor adjusts the others for it
+    assert inference.holm([contrast.p_value, 0.02]) == pytest.approx([np.nan, 0.02], nan_ok=True)
+
+
+def test_welch_gives_no_p_value_when_both_groups_are_constant():
+    assert np.isnan(inference.welch_contrast([0.5, 0.5, 0.5], [0.4, 0.4, 0.4]).p_value)
+    assert np.isnan(inference.welch_contrast([0.5, 0.5, 0.5], [0.5, 0.5, 0.5]).p_value)
+    # one constant group: the other's variance carries the test
+    p = inference.welch_contrast([0.5, 0.5, 0.5], [0.4, 0.5, 0.6]).p_value
+    assert p == pytest.approx(sps.ttest_1samp([0.4, 0.5, 0.6], 0.5).pvalue)

@@ -280,6 +280,8 @@ def test_the_tables_registry_declares_each_table_once_in_the_reports_order(data)
         "survival",
         "incomplete",
         "measures",
+        "outcomes",
+        "survivors",
         "claims",
         "analytic",
         "dynamics",

@@ -46,8 +46,9 @@ def load(name: str):
 FINDINGS = [f for name in TRICKS for f in load(name).findings]
 
 
-def _study(effects: dict[str, float], model="rl_ready", seeds=5, noise=0.01, seed=0):
-    """Final pass@1 = 0.5 + seed effect + arm effect + noise; clip fraction logged per step."""
+def _study(effects: dict[str, float], model="rl_ready", seeds=5, noise=0.01, seed=0, binds=0.02):
+    """Final pass@1 = 0.5 + seed effect + arm effect + noise; the upper clip binds on `binds`
+    of tokens in grpo4 (twice that in the other arms), logged per step; margin 0.03."""
     rng = np.random.default_rng(seed)
     runs = []
     for s in range(seeds):
@@ -56,11 +57,12 @@ def _study(effects: dict[str, float], model="rl_ready", seeds=5, noise=0.01, see
             final = 0.5 + seed_effect + effects.get(arm, 0.0) + rng.normal(0, noise)
             curves = {
                 "eval/pass_at_1": {0: 0.5, 50: final},
-                "policy/clip_frac_high": [0.002 if arm == "grpo4" else 0.004] * 3,
+                "policy/clip_frac_high": [binds if arm == "grpo4" else 2 * binds] * 3,
                 "policy/grad_norm": [1.0] * 3,
             }
             runs.append((arm, model, s, curves))
-    return study_data(runs, algorithms=ARMS, reference="grpo4")
+    data = study_data(runs, algorithms=ARMS, reference="grpo4")
+    return dataclasses.replace(data, equivalence_margin=0.03)
 
 
 def tricks_claims(studies):
@@ -86,16 +88,66 @@ def test_the_opposite_direction_is_contradicted():
     assert _claim(claims, "std_easy").verdict == rules.CONTRADICTED
 
 
-def test_no_effect_findings_need_the_whole_interval_inside_the_margin():
+def test_no_effect_findings_need_the_90_interval_inside_the_margin():
     tiny = tricks_claims({"tricks_or_traps": _study({}, noise=0.002)})
     c = _claim(tiny, "clip_higher_base")
-    assert c.margin == 0.03 and c.verdict == rules.SUPPORTED
-    assert c.low >= -c.margin and c.high <= c.margin
-    assert "policy/clip_frac_high: 0.004 vs 0.002" in c.note
+    assert c.margin == 0.03 and c.null and c.verdict == rules.EQUIVALENT
+    assert -c.margin < c.low90 < c.high90 < c.margin and c.low < c.low90
+    assert rules.verdict_text(c) == "equivalent within ±0.03"
+    assert "policy/clip_frac_high: 0.04 vs 0.02" in c.note
     big = tricks_claims({"tricks_or_traps": _study({"clip_higher": 0.15})})
     assert _claim(big, "clip_higher_base").verdict == rules.CONTRADICTED
     noisy = tricks_claims({"tricks_or_traps": _study({}, noise=0.08, seeds=3)})
     assert _claim(noisy, "clip_higher_base").verdict == rules.INCONCLUSIVE
+
+
+def test_a_directional_finding_can_be_equivalent_and_is_contradicted_only_beyond_the_margin():
+    none = tricks_claims({"tricks_or_traps": _study({}, noise=0.002)})
+    c = _claim(none, "std_easy")  # predicts no_std > grpo4; the two are within ±0.03
+    assert c.margin == 0.03 and not c.null and c.verdict == rules.EQUIVALENT
+    # significantly below but inside ±0.03: a small, real difference, equivalent
+    small = _claim(tricks_claims({"tricks_or_traps": _study({"no_std": -0.02}, noise=0.004)}),
+                   "std_easy")  # fmt: skip
+    assert small.p_holm < 0.05 and small.verdict == rules.EQUIVALENT and "real" in small.note
+    # significantly below, the interval across −0.03: neither equivalent nor a contradiction
+    slight = tricks_claims({"tricks_or_traps": _study({"no_std": -0.03}, noise=0.004)})
+    c = _claim(slight, "std_easy")
+    assert c.p_holm < 0.05 and c.low < -0.03 < c.high and c.verdict == rules.INCONCLUSIVE
+    assert "opposite to the claim" in c.note
+    beyond = _claim(tricks_claims({"tricks_or_traps": _study({"no_std": -0.1})}), "std_easy")
+    assert beyond.high < -0.03 and beyond.verdict == rules.CONTRADICTED
+
+
+def test_a_finding_whose_factor_barely_acts_is_not_testable_at_this_setting():
+    # the paper's own base-model regime: the upper clip binds on ~0.3% of tokens
+    claims = tricks_claims({"tricks_or_traps": _study({}, noise=0.002, binds=0.002)})
+    c = _claim(claims, "clip_higher_base")
+    assert c.verdict == rules.NOT_TESTABLE and "0.40% of tokens" in c.note
+    assert "barely acts" in c.note and np.isnan(c.p_holm)
+    # a factor acting unconditionally (the std) is tested whatever the clip does
+    assert _claim(claims, "std_easy").verdict != rules.NOT_TESTABLE
+
+
+def test_overlong_filtering_needs_truncated_samples():
+    arms = {"grpo4": GRPO4, "overlong_filter": dataclasses.replace(GRPO4, mask_truncated=True)}
+
+    def study(truncated: float):
+        rng = np.random.default_rng(0)
+        runs = []
+        for s in range(5):
+            for arm in arms:
+                curves = {
+                    "eval/pass_at_1": {0: 0.5, 40: 0.5 + rng.normal(0, 0.01)},
+                    "length/truncation_rate": [truncated] * 3,
+                }
+                runs.append((arm, "rl_ready", s, curves))
+        return study_data(runs, algorithms=arms, reference="grpo4")
+
+    idle = finding_claims(FINDINGS, {"tricks_or_traps_long": study(0.005)})
+    c = _claim(idle, "overlong_long")
+    assert c.verdict == rules.NOT_TESTABLE and "0.50% of samples are truncated" in c.note
+    acting = finding_claims(FINDINGS, {"tricks_or_traps_long": study(0.2)})
+    assert _claim(acting, "overlong_long").verdict != rules.NOT_TESTABLE
 
 
 def test_missing_studies_and_arms_are_reported_not_guessed():
@@ -124,36 +176,47 @@ EFFECTS = {
     "tricks_or_traps_short": {("overlong_filter", "rl_ready"): 0.04},
     "tricks_or_traps_length": {},
 }
-#: What `tools/tricks_report.py` (ablate/report/tricks.py at 8356644) wrote for `_reproduction()`:
-#: finding, Δ [95% CI], seeds, p (Holm), verdict, mechanism (arm vs reference).
-BEFORE = [
-    ("std_easy", "+0.085 [+0.076, +0.094]", 5, "0.000142", "supported",
+#: What `tools/tricks_report.py` (ablate/report/tricks.py at 8356644) wrote for `_reproduction()`,
+#: under issue 28's verdict rule: finding, Δ [95% CI], seeds, p (Holm), margin ±, verdict,
+#: mechanism (arm vs reference). Changed from that tool's table, each for a stated reason: the
+#: clip-higher pairs are "not testable at this setting" (the upper clip binds on 0.4% of tokens,
+#: under ACTS_MIN = 1%; they were "contradicted" and "supported"), so the Holm family is 9
+#: directional findings, not 11 (smaller adjusted p's); token_agg_base, batch_std_hard and
+#: lite_ppo_vs_dapo are "equivalent within ±0.03" (their 90% intervals lie inside the studies'
+#: declared margin; they were "inconclusive"); batch_std_easy stays "contradicted" because its
+#: whole interval lies below −0.03.
+IDLE = (
+    "the upper clip binds on 0.40% of tokens (the larger of clip_higher and grpo4): under 1%, "
+    "the factor barely acts here"
+)
+AFTER = [
+    ("std_easy", "+0.085 [+0.076, +0.094]", 5, "0.000129", "0.03", "supported",
      "policy/grad_norm: 1.099 vs 1.002"),
-    ("std_hard", "-0.071 [-0.081, -0.061]", 5, "0.000422", "supported",
+    ("std_hard", "-0.071 [-0.081, -0.061]", 5, "0.00038", "0.03", "supported",
      "policy/grad_norm: 1.131 vs 0.9945"),
-    ("batch_std_easy", "-0.048 [-0.064, -0.031]", 5, "0.0109", "contradicted",
+    ("batch_std_easy", "-0.048 [-0.064, -0.031]", 5, "0.00956", "0.03", "contradicted",
      "policy/grad_norm: 1.187 vs 1.002"),
-    ("batch_std_hard", "+0.001 [-0.011, +0.013]", 5, "1", "inconclusive",
+    ("batch_std_hard", "+0.001 [-0.011, +0.013]", 5, "1", "0.03", "equivalent within ±0.03",
      "policy/grad_norm: 1.197 vs 0.9945"),
-    ("clip_higher_aligned", "-0.014 [-0.022, -0.006]", 5, "0.0418", "contradicted",
-     "policy/clip_frac_high: 0.003988 vs 0.0009707"),
-    ("clip_higher_base", "+0.008 [-0.004, +0.020]", 5, "—", "supported",
-     "policy/clip_frac_high: 0.003978 vs 0.001013"),
-    ("token_agg_base", "-0.004 [-0.017, +0.010]", 5, "1", "inconclusive",
+    ("clip_higher_aligned", "—", 0, "—", "0.03", "not testable at this setting",
+     f"policy/clip_frac_high: 0.003988 vs 0.0009707; {IDLE}"),
+    ("clip_higher_base", "—", 0, "—", "0.03", "not testable at this setting",
+     f"policy/clip_frac_high: 0.003978 vs 0.001013; {IDLE}"),
+    ("token_agg_base", "-0.004 [-0.017, +0.010]", 5, "1", "0.03", "equivalent within ±0.03",
      "length/incorrect_mean: 41 vs 29.97"),
-    ("token_agg_aligned", "-0.061 [-0.072, -0.050]", 5, "0.00093", "supported",
+    ("token_agg_aligned", "-0.061 [-0.072, -0.050]", 5, "0.000827", "0.03", "supported",
      "length/incorrect_mean: 41.06 vs 30.01"),
-    ("overlong_short", "+0.030 [+0.014, +0.046]", 5, "0.0415", "supported",
+    ("overlong_short", "+0.030 [+0.014, +0.046]", 5, "0.0346", "0.03", "supported",
      "length/truncation_rate: 0.2092 vs 0.1987"),
-    ("overlong_long", "—", 0, "—", "not tested",
+    ("overlong_long", "—", 0, "—", "0.03", "not tested",
      "study tricks_or_traps_long has no results"),
-    ("lite_ppo_vs_grpo", "+0.026 [+0.009, +0.042]", 5, "0.0529", "inconclusive",
+    ("lite_ppo_vs_grpo", "+0.026 [+0.009, +0.042]", 5, "0.0529", "0.03", "inconclusive",
      "policy/entropy: 0.1503 vs 0.09952"),
-    ("lite_ppo_vs_dapo", "+0.008 [-0.018, +0.034]", 5, "1", "inconclusive",
+    ("lite_ppo_vs_dapo", "+0.008 [-0.018, +0.034]", 5, "1", "0.03", "equivalent within ±0.03",
      "policy/entropy: 0.1503 vs 0.1602"),
-    ("lite_ppo_vs_grpo_hard", "+0.028 [+0.017, +0.038]", 5, "0.0123", "supported",
+    ("lite_ppo_vs_grpo_hard", "+0.028 [+0.017, +0.038]", 5, "0.0106", "0.03", "supported",
      "policy/entropy: 0.1296 vs 0.1002"),
-    ("length_bias", "-3.328 [-3.574, -3.082]", 5, "3.59e-05", "contradicted",
+    ("length_bias", "-3.328 [-3.574, -3.082]", 5, "3.29e-05", "–", "contradicted",
      "length/self_check_rate_incorrect: 0.2005 vs 0.2126"),
 ]  # fmt: skip
 
@@ -183,14 +246,14 @@ def _results_of(name: str, seed: int):
         }
         runs.append((arm, model, s, curves))
     data = study_data(runs, algorithms=algos, reference=study.reference_arm)
-    return dataclasses.replace(data, name=name)
+    return dataclasses.replace(data, name=name, equivalence_margin=study.equivalence_margin)
 
 
 def _reproduction() -> dict:
     return {name: _results_of(name, k) for k, name in enumerate(EFFECTS)}
 
 
-def test_the_findings_table_is_the_one_tricks_report_wrote_for_the_same_data():
+def test_the_findings_table_is_the_one_tricks_report_wrote_under_the_new_verdict_rule():
     table = findings_table(finding_claims(FINDINGS, _reproduction()))
     assert table.columns == [
         "finding",
@@ -199,11 +262,12 @@ def test_the_findings_table_is_the_one_tricks_report_wrote_for_the_same_data():
         "Δ [95% CI]",
         "seeds",
         "p (Holm)",
+        "margin ±",
         "verdict",
         "mechanism (arm vs reference)",
     ]
     got = {r["finding"]: tuple(r[c] for c in table.columns[3:]) for r in table.rows}
-    assert got == {row[0]: row[1:] for row in BEFORE}
+    assert got == {row[0]: row[1:] for row in AFTER}
     paper = {r["finding"]: r["paper"] for r in table.rows}
     assert paper["clip_higher_base"].startswith("Takeaway 4: on base models clip-higher")
 

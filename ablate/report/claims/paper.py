@@ -6,12 +6,17 @@ e.g. "Tricks or Traps?" in `studies/tricks_or_traps.py`). Each finding compares 
 held-out pass@1 with a diverged trial as 0, or a training metric's last quarter), paired by
 seed. The findings of one reproduction (the studies given to one `ablate report`) are judged
 together by `rules.adjudicate`: the directional ones Holm-adjusted as one family, a finding of
-no effect by its interval against its margin. Beside each, the mechanism metric of both arms.
+no effect (direction 0) by its 90% interval against its margin (TOST). The equivalence margin is
+the finding's own, else the study's (`StudyData.margin`) for a pass@k measure; a training
+metric's scale has none unless the finding declares one. A pair whose factor barely acts in the
+run (`rules.inactive_factor`: e.g. the upper clip binds on < 1% of tokens) is "not testable at
+this setting". Beside each, the mechanism metric of both arms.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
@@ -41,16 +46,23 @@ def finding_claim(finding: Finding, data: StudyData | None) -> rules.Claim:
         arms=f"{finding.arm} vs {finding.reference} on {finding.model}",
         direction=finding.direction,
         margin=finding.margin,
+        null=finding.direction == 0,
         source=finding.paper,
     )
     if data is None:
         return rules.untested(base, f"study {finding.study} has no results")
-    values = per_trial(data, finding)
+    if base.margin is None and finding.measure.startswith("eval/pass_at_"):
+        base = replace(base, margin=data.margin)
     cell = (finding.model, finding.template)
+    mechanism = _mechanism(data, finding)
+    idle = rules.inactive_factor(data, finding.arm, finding.reference, *cell)
+    if idle:
+        return rules.untested(base, f"{mechanism}; {idle}", rules.NOT_TESTABLE)
+    values = per_trial(data, finding)
     a = m.by_seed(data, values, finding.arm, *cell, with_diverged=True)
     b = m.by_seed(data, values, finding.reference, *cell, with_diverged=True)
     contrast = inference.paired_contrast(*m.matched(a, b))
-    return rules.tested(base, contrast.diff, contrast.p_value, note=_mechanism(data, finding))
+    return rules.tested(base, contrast.diff, contrast.p_value, note=mechanism)
 
 
 def _mechanism(data: StudyData, finding: Finding) -> str:

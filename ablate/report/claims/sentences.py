@@ -6,11 +6,12 @@ from __future__ import annotations
 import math
 
 from ablate import confounds
-from ablate.report.claims.rules import CONTRADICTED, SUPPORTED, Claim
+from ablate.report.claims.rules import CONTRADICTED, DECIDED, EQUIVALENT, Claim, verdict_text
 from ablate.report.data.load import StudyData
 from ablate.report.stats import contrasts as cx
 from ablate.report.stats import inference
 from ablate.report.stats import measures as m
+from ablate.report.stats import outcomes as oc
 
 TOKEN_RATIO_FLAG = 1.1  # an arm generating >10% more tokens per step than the reference
 
@@ -34,6 +35,11 @@ def contrast_sentence(r: cx.ContrastRow) -> str:
             f"interval or a test (needs {inference.MIN_SEEDS})."
         )
     about = f"{r.n} seeds × {r.problems} problems" if r.reading == cx.TASK else f"{r.n} seeds"
+    if not math.isfinite(c.p_value):  # zero variance: no test at all (`inference.no_variance`)
+        return (
+            f"{where}: Δ pass@1 = {_f(d.value)} ({about}): the difference is the same in every "
+            "seed and problem, no variance: no p-value."
+        )
     head = f"{where}: Δ pass@1 = {_f(d.value)} {_interval(d)} ({about}), Holm p = {r.p_holm:.3g}"
     if r.verdict == cx.DIFFERENT and cx.crossed.equivalent(*r.interval90, r.margin):
         return f"{head} — different, but small: its 90% interval lies inside ±{r.margin:g}."
@@ -104,10 +110,13 @@ def confound_caveats(data: StudyData) -> list[str]:
 def survival_caveats(data: StudyData) -> list[str]:
     out = []
     t = data.trials
+    classes = oc.outcome_class(t) if len(t) else None
     for arm, rows in t.groupby("arm", sort=False):
+        ended = classes.reindex(rows["trial_id"].to_numpy())
         diverged = rows[rows["outcome"] == "diverged"]
-        failed = rows[rows["outcome"] == "failed"]
-        missing = rows[~rows["complete"] & ~rows["outcome"].isin(["diverged", "failed"])]
+        saturated = int((ended == oc.SATURATED).sum())
+        failed = int((ended == oc.FAILED).sum())
+        missing = int((ended == oc.PENDING).sum())
         if len(diverged):
             steps = ", ".join(str(int(s)) for s in diverged["diverged_step"].dropna())
             out.append(
@@ -115,9 +124,15 @@ def survival_caveats(data: StudyData) -> list[str]:
                 + (f" (at step {steps})" if steps else "")
                 + "; by rule they count as pass@1 = 0 in the headline."
             )
-        if len(failed) or len(missing):
+        if saturated:
             out.append(
-                f"{arm}: {len(failed)} failed and {len(missing)} missing/unfinished of "
+                f"{saturated} of {len(rows)} {arm} trials saturated (dynamic sampling could not "
+                "fill a batch): the algorithm's outcome, not a failure; they stopped before "
+                "their final eval and are counted in the 'outcomes' table, not the headline."
+            )
+        if failed or missing:
+            out.append(
+                f"{arm}: {failed} failed and {missing} missing/unfinished of "
                 f"{len(rows)} planned trials are left out of every statistic (see 'incomplete')."
             )
     return out
@@ -155,32 +170,38 @@ def control_sentences(rows: list[cx.ContrastRow]) -> list[str]:
 aa_sentences = control_sentences  # the A/A rows alone read the same
 
 
+def _decided_by(c: Claim) -> str:
+    """The test that decided a claim, in words, with its numbers."""
+    delta = "±" + f"{c.margin:g}" if c.margin is not None else "0"
+    if c.verdict == EQUIVALENT:
+        return f"its 90% interval [{_f(c.low90)}, {_f(c.high90)}] lies inside ±{c.margin:g}"
+    if c.verdict == CONTRADICTED:
+        held = f"Holm p = {c.p_holm:.3g}, " if math.isfinite(c.p_holm) else ""
+        return f"{held}its 95% interval lies beyond {delta} against the claim"
+    return f"Holm p = {c.p_holm:.3g}"
+
+
 def claim_sentences(claims: list[Claim]) -> list[str]:
     return [
-        f"Claim {c.id} ({c.statement}) is {c.verdict} (Holm p = {c.p_holm:.3g}, N = {int(c.n)})."
+        f"Claim {c.id} ({c.statement}) is {verdict_text(c)}: Δ = {_f(c.value)} "
+        f"[{_f(c.low)}, {_f(c.high)}], N = {int(c.n)}, {_decided_by(c)}."
+        if math.isfinite(c.low)
+        else f"Claim {c.id} ({c.statement}) is {verdict_text(c)} ({_decided_by(c)}, "
+        f"N = {int(c.n)})."
         for c in claims
-        if c.verdict in (SUPPORTED, CONTRADICTED)
+        if c.verdict in DECIDED
     ]
 
 
 def finding_sentences(claims: list[Claim]) -> list[str]:
-    """A reproduction's findings that were decided, supported or contradicted, with the
-    interval and the test that decided them."""
-    out = []
-    for c in claims:
-        if c.verdict not in (SUPPORTED, CONTRADICTED):
-            continue
-        if c.margin is None:
-            test = f"Holm p = {c.p_holm:.3g}"
-        elif c.verdict == SUPPORTED:
-            test = f"the interval lies within ±{c.margin:g}"
-        else:
-            test = f"p = {c.p_value:.3g}, a difference where the paper finds none"
-        out.append(
-            f"{c.id} ({c.statement}) is {c.verdict}: Δ = {_f(c.value)} "
-            f"[{_f(c.low)}, {_f(c.high)}] over {c.n} seeds, {test}."
-        )
-    return out
+    """A reproduction's findings that were decided (supported, equivalent within the margin,
+    contradicted), with the interval and the test that decided them."""
+    return [
+        f"{c.id} ({c.statement}) is {verdict_text(c)}: Δ = {_f(c.value)} "
+        f"[{_f(c.low)}, {_f(c.high)}] over {c.n} seeds, {_decided_by(c)}."
+        for c in claims
+        if c.verdict in DECIDED
+    ]
 
 
 def findings(

@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 
 from ablate.report.claims.analytic import analytic_claims
-from ablate.report.claims.rules import Claim
+from ablate.report.claims.rules import ACTS_MIN, Claim, verdict_text
 from ablate.report.claims.tutorial import evaluate_claims
 from ablate.report.data.load import StudyData
 from ablate.report.data.table import Table, TableSpec
@@ -22,18 +22,33 @@ def _claim_rows(claims: list[Claim], *, analytic: bool) -> list[dict]:
         estimate = inference.Estimate(c.value, c.low, c.high, int(c.n))
         row |= {"estimate": float(c.value) if analytic else estimate, "p": c.p_value}
         if not analytic:
-            row["p (Holm)"] = c.p_holm
-        rows.append(row | dict(verdict=c.verdict, arms=c.arms, note=c.note))
+            row |= {"p (Holm)": c.p_holm, "margin ±": _margin(c)}
+        rows.append(row | dict(verdict=verdict_text(c), arms=c.arms, note=c.note))
     return rows
+
+
+def _margin(c: Claim) -> str:
+    return f"{c.margin:g}" if c.margin is not None else "–"
+
+
+#: The verdict rule as the claims and findings tables state it.
+VERDICTS = (
+    "'supported': Holm-adjusted p < 0.05 (once, over the directional claims tested here) with "
+    "the estimate in the predicted direction; 'equivalent within ±δ': the 90% interval lies "
+    "inside the margin δ declared before the results (TOST; a claim of no effect holds so); "
+    "'contradicted' only when the 95% interval lies beyond the margin on the side opposite to "
+    "the prediction (beyond ±δ for a claim of no effect; 0 where the scale has no margin, –); "
+    "otherwise 'inconclusive'. 'not testable at this setting': too few seeds, no variance, a "
+    f"factor that acts on under {ACTS_MIN:.0%} of its tokens or samples, or a test that cannot "
+    "reach p < 0.05; 'not tested' says what is missing."
+)
 
 
 def claims_table(data: StudyData) -> Table:
     """The tutorial's empirical claims tested on the study."""
     caption = (
-        "The papers' claims tested on this study's data (N = seeds unless stated). A "
-        "verdict is 'supported' when the Holm-adjusted p (over the claims tested here) is "
-        "< 0.05 with the estimate in the predicted direction, 'contradicted' when it is "
-        "< 0.05 in the opposite direction, otherwise 'inconclusive'; 'not tested' says why."
+        "The papers' claims tested on this study's data (N = seeds unless stated), estimate "
+        f"[95% interval]. {VERDICTS}"
     )
     return Table(caption, _claim_rows(evaluate_claims(data), analytic=False))
 
@@ -61,7 +76,8 @@ def findings_table(claims: list[Claim]) -> Table:
                 "Δ [95% CI]": f"{value} {interval}".strip(),
                 "seeds": c.n,
                 "p (Holm)": f"{c.p_holm:.3g}" if math.isfinite(c.p_holm) else "—",
-                "verdict": c.verdict,
+                "margin ±": _margin(c),
+                "verdict": verdict_text(c),
                 "mechanism (arm vs reference)": c.note,
             }
         )
@@ -69,9 +85,8 @@ def findings_table(claims: list[Claim]) -> Table:
     caption = (
         "A paper's findings tested on the studies that declare them: Δ = arm − reference on the "
         "finding's measure, paired by seed [95% t interval]; p (Holm) over the "
-        f"{family} directional findings tested here, verdict as for the claims; a finding of no "
-        "effect is supported only when its whole interval lies within its margin, contradicted "
-        "by a significant difference (no Holm p: —). Mechanism: the training metric that should "
+        f"{family} directional findings tested here (a finding of no effect is judged by its "
+        f"intervals, no Holm p: —). {VERDICTS} Mechanism: the training metric that should "
         "explain the effect, arm vs reference (mean over steps, then seeds). The paper column "
         "gives the paper's words (it reports no seeds or intervals)."
     )

@@ -37,8 +37,8 @@ def _estimate_text(value: Estimate, *, latex: bool, compact: bool = False) -> st
         if 0 < value.n < MIN_SEEDS and not (latex or compact):
             return f"{_num(value.value)} ({too_few(value.n)})"
         return _num(value.value) + (f" (n={value.n})" if value.n < MIN_SEEDS else "")
-    if latex:  # mean ± half-width: the LaTeX caption says so (latex.interval_caption)
-        return f"{_num(value.value)} ± {_num((value.high - value.low) / 2)}"
+    # the interval's two ends in every format: intervals clipped to a range, exact binomial and
+    # Satterthwaite ones are asymmetric, and a "± half-width" would misstate them
     return f"{_num(value.value)} [{_num(value.low)}, {_num(value.high)}]"
 
 

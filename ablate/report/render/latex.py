@@ -168,7 +168,7 @@ class Column:
         return _longest_word(self.name)
 
 
-_NUMBER = re.compile(r"^[\s\d.,eE+\-−–±()n=*<>/%]*$")
+_NUMBER = re.compile(r"^[\s\d.,eE+\-−–±()\[\]n=*<>/%]*$")
 
 
 def make_column(name: str, cells: list[str]) -> Column:
@@ -248,14 +248,18 @@ def panel_height(panel: list[Column]) -> float:
 
 
 # --- output ----------------------------------------------------------------------------------
+#: A cell holding an estimate with its interval: "0.512 [0.480, 0.544]".
+_INTERVAL_CELL = re.compile(r"\[[^\]]*,[^\]]*\]")
+
+
 def interval_caption(caption: str, has_intervals: bool) -> str:
-    """The caption as the LaTeX cells read: they show an interval as mean ± half-width, so
-    "[95% t interval]" becomes "± half-width of the 95% t interval"; a table with intervals
-    whose caption does not say so gets a sentence that does."""
-    text = re.sub(r"\s*\[95% ([^\]]+)\]", r" ± half-width of the 95% \1", caption)
-    if has_intervals and "half-width" not in text:
-        text += " Cells a ± b: estimate a with the half-width b of its 95% interval."
-    return text
+    """The caption as the LaTeX cells read: they show an interval as `estimate [low, high]`, its
+    two ends (an interval clipped to a measure's range, an exact binomial or a Satterthwaite one
+    is asymmetric, so a ± half-width would misstate it); a table with intervals whose caption
+    does not name them gets a sentence that does."""
+    if has_intervals and "interval" not in caption and "CI" not in caption:
+        return caption + " Cells a [l, h]: estimate a with its 95% interval from l to h."
+    return caption
 
 
 def _header(col: Column) -> str:
@@ -318,7 +322,7 @@ def table_tex(
     for col in cols:
         if col.name == bold_column and any(flags):  # bold is wider, and the mark follows
             col.width = col.width * 1.1 + 6
-    intervals = any("±" in cell for row in rows for cell in row)
+    intervals = any(_INTERVAL_CELL.search(cell) for row in rows for cell in row)
     text = escape(interval_caption(caption, intervals))
     marks = [f"{_mark(k)}{escape(v)}" for k, v in notes]
     text += " " + "; ".join(marks) + "." if marks else ""

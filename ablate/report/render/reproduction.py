@@ -11,7 +11,7 @@ from pathlib import Path
 
 from ablate.finding import Finding
 from ablate.report.claims.paper import finding_claims
-from ablate.report.claims.rules import NOT_TESTED, Claim
+from ablate.report.claims.rules import NOT_TESTABLE, NOT_TESTED, Claim
 from ablate.report.claims.sentences import finding_sentences
 from ablate.report.data.load import StudyData
 from ablate.report.render.build import Page, write_page
@@ -28,8 +28,10 @@ def _summary(findings: Sequence[Finding], studies: Mapping[str, StudyData | None
     text = (
         f"{len(findings)} findings declared by {len(studies)} studies, each tested on its "
         "study's results on the pair of arms that differs in its factor only: paired by seed, "
-        "the directional findings Holm-adjusted together, a finding of no effect judged by its "
-        "95% interval against its margin. The seed is the unit of inference."
+        "the directional findings Holm-adjusted together, equivalence by the 90% interval "
+        "against the printed margin (TOST), a contradiction only beyond the margin; a pair "
+        "whose factor barely acts in the run is not testable at this setting. The seed is the "
+        "unit of inference."
     )
     return text + (f" Studies without results: {', '.join(missing)}." if missing else "")
 
@@ -37,10 +39,12 @@ def _summary(findings: Sequence[Finding], studies: Mapping[str, StudyData | None
 def _sections(claims: list[Claim]) -> dict[str, list[str]]:
     decided = finding_sentences(claims)
     untested = [f"{c.id}: {c.note}." for c in claims if c.verdict == NOT_TESTED]
+    idle = [f"{c.id}: {c.note}." for c in claims if c.verdict == NOT_TESTABLE]
     family = sum(math.isfinite(c.p_holm) for c in claims)
     return {
-        "Supported or contradicted": decided
-        or [f"No finding is supported or contradicted ({family} directional tests)."],
+        "Decided (supported, equivalent or contradicted)": decided
+        or [f"No finding is decided ({family} directional tests)."],
+        "Not testable at this setting": idle,
         "Not tested": untested,
     }
 

@@ -10,6 +10,7 @@ from ablate.report.data.table import Table, TableSpec
 from ablate.report.render.headline import UNIT, seed_estimate, seeds_text
 from ablate.report.stats import inference
 from ablate.report.stats import measures as m
+from ablate.report.stats import outcomes as oc
 from ablate.report.stats.contrasts import template_contrasts
 
 
@@ -42,6 +43,71 @@ def measures_table(data: StudyData) -> Table:
         "generated in training. Finished trials only, except pass@k."
     )
     return Table(caption, rows, compact=True)
+
+
+def outcomes_table(data: StudyData) -> Table:
+    """Divergence, saturation and failure rates of each arm against the reference's, with
+    their exact contrasts (`stats.outcomes`)."""
+    rows = []
+    for r in oc.outcome_contrasts(data):
+        row = {"arm": r.arm, "base · template": f"{r.model} · {r.template}", "outcome": r.outcome}
+        row |= {"arm k/n": f"{r.k}/{r.n}", "rate [95% exact]": r.rate}
+        row |= {"reference k/n": f"{r.ref_k}/{r.ref_n}", "reference rate": r.ref_rate}
+        row |= {"Δ rate": r.diff, "p (Fisher)": r.p_value, "p (Holm)": r.p_holm}
+        rows.append(row)
+    caption = (
+        "How trials ended, per arm against the reference arm in each base · template cell: "
+        "k of n trials, the rate with its exact (Clopper–Pearson) 95% interval, Fisher's exact "
+        "test on the 2×2 counts (exact at any count, and it needs no pairing by seed), Holm "
+        "over the table; – : no test (no event in either arm). diverged: a non-finite loss or "
+        "weight; it counts as pass@1 = 0 in the headline. saturated: the algorithm's data "
+        "filter ran out of informative groups (dynamic sampling could not fill a batch, or "
+        "No-Positive-Resampling retired every prompt): the algorithm's outcome, not a failure; "
+        "these trials stopped before their final eval, so the headline leaves them out and "
+        "they are counted here only. Divergence and saturation rates are over the trials with "
+        "an algorithm outcome (finished, diverged, saturated); failed (the harness's outcome: "
+        "an infrastructure or data error, a killed run) over every ended trial; missing and "
+        "unfinished trials count nowhere."
+    )
+    return Table(caption, rows)
+
+
+def survivors_table(data: StudyData) -> Table:
+    """pass@1 among surviving seeds beside the headline's diverged-as-zero pass@1."""
+    final = m.final_value(data.history, "eval/pass_at_1")
+    headline_values = m.headline(data, final)
+    rows = []
+    for cell in m.cells(data):
+        classes = oc.outcome_class(
+            data.trials[
+                (data.trials["arm"] == cell[0])
+                & (data.trials["model"] == cell[1])
+                & (data.trials["template"] == cell[2])
+            ]
+        )
+        row = {"arm": cell[0], "base · template": f"{cell[1]} · {cell[2]}"}
+        row["finished"] = int((classes == oc.FINISHED).sum())
+        row["diverged"] = int((classes == oc.DIVERGED).sum())
+        row["saturated"] = int((classes == oc.SATURATED).sum())
+        row["pass@1, diverged = 0"] = seed_estimate(
+            data, headline_values, cell, headline=True, bounds=UNIT
+        )
+        row["pass@1, finished only"] = seed_estimate(data, final, cell, bounds=UNIT)
+        rows.append(row)
+    caption = (
+        "Final pass@1 two ways, mean over seeds [95% t interval]: the headline's, with each "
+        "diverged trial as 0, and among the trials that finished (survivors) only. The "
+        "survivors' mean is conditional on surviving: an arm that diverges on its hardest seeds "
+        "looks better there than it is; read it beside the divergence rate (table 'outcomes'). "
+        "Saturated trials stopped before their final eval and are in neither."
+    )
+    return Table(caption, rows)
+
+
+def has_lost_trials(data: StudyData) -> bool:
+    """Whether any trial diverged or saturated (else the two pass@1 readings agree)."""
+    classes = oc.outcome_class(data.trials) if len(data.trials) else pd.Series(dtype=object)
+    return bool(classes.isin([oc.DIVERGED, oc.SATURATED]).any())
 
 
 DYNAMICS = {
@@ -136,6 +202,8 @@ def templates_table(data: StudyData) -> Table:
 
 TABLES = (
     TableSpec(name="measures", build=measures_table, order=80),
+    TableSpec(name="outcomes", build=outcomes_table, order=84),
+    TableSpec(name="survivors", build=survivors_table, order=86, applies=has_lost_trials),
     TableSpec(name="dynamics", build=dynamics_table, order=110),
     TableSpec(name="base", build=base_table, order=120),
     TableSpec(name="templates", build=templates_table, order=130, applies=has_template_contrasts),

@@ -25,6 +25,9 @@ CONFIDENCE = 0.95
 ALPHA = 0.05
 MIN_SEEDS = 3  # below this: a mean only, never an interval, a p-value or a mark
 EXACT_PERMUTATION_MAX_N = 16  # 2^16 sign patterns; above, a seeded Monte Carlo sample
+#: A spread below this fraction of the values' magnitude is float rounding (0.6 − 0.5 and
+#: 0.7 − 0.6 differ in the 17th digit), not variation between seeds: no variance, no test.
+ZERO_VARIANCE_RTOL = 1e-10
 
 
 @dataclass(frozen=True)
@@ -88,9 +91,18 @@ def t_interval(values: np.ndarray | Sequence[float], confidence: float = CONFIDE
     return Estimate(mean, mean - half, mean + half, n, sd)
 
 
+def no_variance(spread: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """Whether `spread` (an SD or SE over the last axis of `values`, [...]) is zero up to float
+    rounding of `values` [..., n]: ZERO_VARIANCE_RTOL of their largest magnitude."""
+    scale = np.abs(np.asarray(values, dtype=float)).max(axis=-1, initial=0.0)
+    return np.asarray(spread) <= ZERO_VARIANCE_RTOL * scale
+
+
 def paired_t_p(diffs: np.ndarray) -> np.ndarray:
     """Two-sided paired t p-value of mean(diffs) = 0 over the last axis ([..., n] -> [...]);
-    NaN below MIN_SEEDS. Constant differences: 0 when nonzero (no noise at all), 1 when zero."""
+    NaN below MIN_SEEDS and for constant differences: with no variance there is no t statistic,
+    and a zero-variance difference is no evidence either way (identical runs under common random
+    numbers, or a difference the seeds never vary), not p = 0 (nor p = 1)."""
     d = np.asarray(diffs, dtype=float)
     n = d.shape[-1]
     if n < MIN_SEEDS:
@@ -98,7 +110,7 @@ def paired_t_p(diffs: np.ndarray) -> np.ndarray:
     mean, sd = d.mean(axis=-1), d.std(axis=-1, ddof=1)
     with np.errstate(invalid="ignore", divide="ignore"):
         p = 2 * sps.t.sf(np.abs(mean) / (sd / np.sqrt(n)), n - 1)
-    return np.where(sd == 0, np.where(mean == 0, 1.0, 0.0), p)[()]
+    return np.where(no_variance(sd, d), np.nan, p)[()]
 
 
 def sign_flip_p(diffs: np.ndarray, *, seed: int = 0, reps: int = 20000) -> np.ndarray:
@@ -132,7 +144,8 @@ def welch_t(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Welch's unequal-variance t for independent groups over the last axes ([..., n1] and
     [..., n2] -> each [...]): (mean difference, interval half-width, two-sided p, its SE).
-    Half-width and p are NaN when a group has fewer than MIN_SEEDS seeds."""
+    Half-width and p are NaN when a group has fewer than MIN_SEEDS seeds; p is NaN when both
+    groups are constant (SE 0: no test, as for `paired_t_p`)."""
     a, r = np.asarray(arm, dtype=float), np.asarray(reference, dtype=float)
     diff = a.mean(axis=-1) - r.mean(axis=-1)
     n = min(a.shape[-1], r.shape[-1])
@@ -145,7 +158,8 @@ def welch_t(
         df = (va + vr) ** 2 / (va**2 / (a.shape[-1] - 1) + vr**2 / (r.shape[-1] - 1))
         half = np.where(se == 0, 0.0, sps.t.ppf((1 + confidence) / 2, df) * se)
         p = 2 * sps.t.sf(np.abs(diff) / se, df)
-    p = np.where(se == 0, np.where(diff == 0, 1.0, 0.0), p)
+    both = np.concatenate([a, r], axis=-1)  # [..., n1 + n2]
+    p = np.where(no_variance(se, both), np.nan, p)
     return diff, half[()], p[()], se
 
 
