@@ -4,11 +4,13 @@ and power analysis keep their promises for a given seed count."""
 from __future__ import annotations
 
 import argparse
+import textwrap
 import time
 
 from ablate.errors import ConfigError
 
 PROG = "python -m devtools calibrate"
+STUDIES, TASK_STUDIES = 2000, 600  # default studies per row: fixed-set, task-level tables
 
 
 def _counts(text: str, option: str, minimum: int, why: str) -> tuple[int, ...]:
@@ -32,6 +34,8 @@ def _check(args: argparse.Namespace) -> None:
         raise ConfigError(
             f"--base-pass is a pass rate strictly between 0 and 1; got {args.base_pass}"
         )
+    if args.studies is None:
+        args.studies = TASK_STUDIES if args.task_level else STUDIES
     if args.studies < 10:
         raise ConfigError(f"--studies must be at least 10 to estimate a rate; got {args.studies}")
     if min(args.problems, args.samples) < 1:
@@ -50,7 +54,9 @@ def parser() -> argparse.ArgumentParser:
     add("--seed-sd", type=float, default=0.035, help="SD over seeds of a run's expected pass@1")
     add("--seeds", default="3,5,10", help="comma-separated seed counts per arm (>= 2)")
     add("--arms", default="4,8", help="comma-separated arm counts, reference included (>= 2)")
-    add("--studies", type=int, default=2000, help="simulated studies per row")
+    add(
+        "--studies", type=int, default=None, help="simulated studies per row (2000; 600 task-level)"
+    )
     add("--base-pass", type=float, default=0.5, help="pass@1 of a typical problem")
     add("--problem-sd", type=float, default=2.0, help="SD of problem difficulty, logit scale")
     add("--problems", type=int, default=64, help="eval problems")
@@ -72,6 +78,12 @@ def parser() -> argparse.ArgumentParser:
     )
     add("--seed", type=int, default=0, help="random seed of the simulation")
     add("--sequential", action="store_true", help="also the sequential design (looks, spending)")
+    add(
+        "--task-level",
+        action="store_true",
+        help="calibrate the task-level (seeds × problems) inference on studies with fresh "
+        "problems instead: τ × J × n grid and scenarios (--problems, --samples and --arms unused)",
+    )
     return p
 
 
@@ -83,6 +95,8 @@ def main(argv: list[str] | None = None) -> int:
     _check(args)
     ns = _counts(args.seeds, "--seeds", 2, "one seed has no spread")
     arm_counts = _counts(args.arms, "--arms", 2, "a reference arm and at least one other")
+    if args.task_level:
+        return _task_level(args, ns)
     model = StudyModel(
         problems=args.problems,
         samples=args.samples,
@@ -105,4 +119,29 @@ def main(argv: list[str] | None = None) -> int:
         print()
         print(sequential.format_table(sequential.table(args.studies, seed=args.seed), 0.05))
         print(f"({time.perf_counter() - start:.1f} s)")
+    return 0
+
+
+def _task_level(args: argparse.Namespace, seeds: tuple[int, ...]) -> int:
+    from devtools.calibration import task_calibration as tc
+    from devtools.calibration.task_level import TaskModel
+
+    base = TaskModel(
+        base_pass=args.base_pass,
+        problem_sd=args.problem_sd,
+        seed_sd=args.seed_sd,
+        shared_fraction=args.shared_fraction,
+        shared_eval_noise=args.shared_eval_noise,
+    )
+    start = time.perf_counter()
+    grid = tc.run_cases(tc.grid_cases(base, seeds), args.studies, args.seed)
+    print(tc.format_rows(grid, ("τ", "J", "n")))
+    print()
+    scenarios = tc.run_cases(tc.scenario_cases(base, seeds), args.studies, args.seed + 1000)
+    print(f"Scenarios at τ = 0.5, {base.samples} samples unless named:")
+    print(tc.format_rows(scenarios, ("scenario", "J", "n")))
+    print()
+    print(tc.LEGEND)
+    print(textwrap.fill(tc.describe(base, args.studies), 100))
+    print(f"({time.perf_counter() - start:.1f} s)")
     return 0
