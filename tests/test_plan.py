@@ -113,9 +113,10 @@ def test_design_variance_on_constructed_components():
     c = Components(seed_var=0.004, problem_var=0.0009, sp_var=0.01, sample_var=0.5)
     # 0.004/4 + 0.0009/100 + (0.01 + 0.5/5)/(4·100)
     assert design.design_variance(c, 4, 100, 5) == pytest.approx(0.001 + 0.000009 + 0.000275)
-    # seeds only: df n − 1; residual only: (n − 1)(J − 1)
+    # seeds only: df n − 1; residual only: crossed never drops the seed mean square (it holds
+    # the residual too), so its n − 1 df still bound the df
     assert design.design_df(Components(0.004, 0, 0, 0), 4, 100, 5) == pytest.approx(3)
-    assert design.design_df(Components(0, 0, 0.01, 0), 4, 100, 5) == pytest.approx(3 * 99)
+    assert design.design_df(Components(0, 0, 0.01, 0), 4, 100, 5) == pytest.approx(3)
 
 
 def test_pilot_components_predict_the_pilots_own_crossed_se_and_df():

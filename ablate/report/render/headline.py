@@ -19,7 +19,7 @@ from ablate import confounds
 from ablate.report.data.load import StudyData
 from ablate.report.data.table import SIGNIFICANT, Table, TableSpec
 from ablate.report.stats import contrasts as cx
-from ablate.report.stats import crossed, inference
+from ablate.report.stats import crossed, inference, outcomes
 from ablate.report.stats import measures as m
 from ablate.report.stats import problems as pr
 from ablate.report.stats.sequential_data import replay_study
@@ -281,9 +281,11 @@ def has_looks(data: StudyData) -> bool:
 
 # --- survivorship ----------------------------------------------------------------------------
 def survival_table(data: StudyData) -> Table:
+    classes = outcomes.outcome_class(data.trials)
     rows = []
     for cell in m.cells(data):
         planned = _planned(data, cell)
+        kind = classes.reindex(planned["trial_id"].to_numpy())
         diverged = planned[planned["outcome"] == "diverged"]
         steps = sorted(int(s) for s in diverged["diverged_step"].dropna())
         rows.append(
@@ -294,13 +296,16 @@ def survival_table(data: StudyData) -> Table:
                 "finished": int(planned["complete"].sum()),
                 "diverged": len(diverged),
                 "diverged at step": ", ".join(map(str, steps)),
-                "failed": int((planned["outcome"] == "failed").sum()),
-                "missing / unfinished": int(
-                    (~planned["complete"] & ~planned["outcome"].isin(["diverged", "failed"])).sum()
-                ),
+                "saturated": int((kind == outcomes.SATURATED).sum()),
+                "failed": int((kind == outcomes.FAILED).sum()),
+                "missing / unfinished": int((kind == outcomes.PENDING).sum()),
             }
         )
-    caption = f"Trials per arm: planned, finished, diverged, failed. Rule: {m.DIVERGED_RULE}."
+    caption = (
+        "Trials per arm: planned, finished, diverged, saturated (dynamic sampling or "
+        "No-Positive-Resampling ran out of informative prompts: the algorithm's outcome, not a "
+        f"harness failure), failed. Rule: {m.DIVERGED_RULE}."
+    )
     return Table(caption, rows)
 
 

@@ -311,7 +311,7 @@ def template_contrasts(passk: pd.DataFrame, k: int = 1) -> pd.DataFrame:
         for _, other in cell.iloc[1:].iterrows():
             se = np.hypot(*((r["ci_high"] - r["ci_low"]) / (2 * 1.96) for r in (ref, other)))
             d = other["pass_at_k"] - ref["pass_at_k"]
-            pv = 2 * norm.sf(abs(d) / se) if se > 0 else float(d == 0) or 0.0
+            pv = 2 * norm.sf(abs(d) / se) if se > 0 else float("nan")  # no width: no test
             rows.append(dict(model=model, template=other["template"], ref=ref["template"], diff=d))
             rows[-1].update(low=d - 1.96 * se, high=d + 1.96 * se, p=pv, n=int(ref["n_problems"]))
     out = pd.DataFrame(rows)

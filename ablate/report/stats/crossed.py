@@ -123,9 +123,11 @@ def effective_df(terms: list[tuple[np.ndarray, int]]) -> np.ndarray:
     no problem term) are left out."""
     bounded = []
     for t, nu in terms:
-        if nu > 0:
-            inflate = nu / sps.chi2.ppf(DF_BOUND, nu)
-            bounded.append((np.where(t > 0, t * inflate, t), nu))
+        nu = np.asarray(nu, dtype=float)  # may be an array (a design grid)
+        ok = nu > 0
+        safe = np.where(ok, nu, 1.0)
+        inflate = safe / sps.chi2.ppf(DF_BOUND, safe)
+        bounded.append((np.where(ok, np.where(t > 0, t * inflate, t), 0.0), safe))
     with np.errstate(invalid="ignore", divide="ignore"):
         weight = sum(t**2 / nu for t, nu in bounded)
         return sum(t for t, _ in bounded) ** 2 / weight

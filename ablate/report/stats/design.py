@@ -27,7 +27,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 from scipy import stats as sps
 
-from ablate.report.stats.crossed import crossed, eval_noise_var
+from ablate.report.stats.crossed import crossed, effective_df, eval_noise_var
 
 SD_UPPER_CONFIDENCE = 0.8
 POWER = 0.8
@@ -134,18 +134,16 @@ def design_variance(c: Components, n, problems, samples) -> np.ndarray:
 
 
 def design_df(c: Components, n, problems, samples) -> np.ndarray:
-    """Satterthwaite df of the design's Var(Δ̂), as `crossed` computes it from the expected mean
-    squares (n·J·Var = MS_seed + MS_problem − MS_resid; a zero component drops its mean square)."""
+    """Degrees of freedom of the design's Var(Δ̂), by `crossed`'s own rule (`effective_df`) on
+    the expected mean squares: n·J·Var = MS_seed + MS_problem − MS_resid, the problem pair
+    dropped when the arm × problem component is 0."""
     n, J, K = (np.asarray(x, dtype=float) for x in (n, problems, samples))
     resid = c.sp_var + c.sample_var / K
     ms_seed, ms_problem = J * c.seed_var + resid, n * c.problem_var + resid
-    keep_seed, keep_problem = float(c.seed_var > 0), float(c.problem_var > 0)
-    c_resid = 1.0 - keep_seed - keep_problem
-    total = keep_seed * ms_seed + keep_problem * ms_problem + c_resid * resid
-    denom = (keep_seed * ms_seed) ** 2 / (n - 1) + (keep_problem * ms_problem) ** 2 / (J - 1)
-    denom = denom + (c_resid * resid) ** 2 / ((n - 1) * (J - 1))
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return total**2 / denom
+    keep_problem = float(c.problem_var > 0)
+    terms = [(ms_seed, n - 1), (keep_problem * ms_problem, J - 1)]
+    terms.append((-keep_problem * resid, (n - 1) * (J - 1)))
+    return effective_df(terms)
 
 
 def mde(se, df, alpha: float, power: float = POWER) -> np.ndarray:

@@ -170,12 +170,19 @@ class LookDecisions:
 def look_decisions(
     d: np.ndarray, nominal: float, equivalence_level: float, margin: float | None
 ) -> LookDecisions:
-    """Decisions of one look on the differences d[..., n, J] (the seeds of that look)."""
+    """Decisions of one look on the differences d[..., n, J] (the seeds of that look).
+
+    The looks test at small nominal levels (0.001–0.01), where the crossed t at its Satterthwaite
+    df is liberal when the arm × problem term is a fair share of the variance (measured on
+    `devtools.calibration.sequential`'s model: 0.0067 rejections at a nominal 0.0054, and a
+    Pocock family-wise error of 0.062); so a look reads its t at no more than the seeds' n − 1
+    df, which brings both back under their levels (conservative at the first looks)."""
     c = crossed(d)
-    p = c.p_value()
-    with np.errstate(invalid="ignore"):
-        half = sps.t.isf(nominal / 2, c.df) * c.se
-        eq_half = sps.t.isf(equivalence_level, c.df) * c.se
+    df = np.minimum(c.df, max(c.n - 1, 1))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        p = np.where(np.isfinite(c.p_value()), 2 * sps.t.sf(np.abs(c.mean) / c.se, df), np.nan)
+        half = sps.t.isf(nominal / 2, df) * c.se
+        eq_half = sps.t.isf(equivalence_level, df) * c.se
         different = p < nominal
         if margin is None or not margin > 0:
             equivalent = np.zeros(np.shape(c.mean), dtype=bool)
@@ -183,7 +190,7 @@ def look_decisions(
             equivalent = np.isfinite(p) & (c.mean - eq_half > -margin) & (c.mean + eq_half < margin)
     nan = ~np.isfinite(p)
     low, high = np.where(nan, np.nan, c.mean - half), np.where(nan, np.nan, c.mean + half)
-    return LookDecisions(c.mean, low[()], high[()], p, different, equivalent[()], c.df)
+    return LookDecisions(c.mean, low[()], high[()], p[()], different, equivalent[()], df)
 
 
 def stopping_looks(
