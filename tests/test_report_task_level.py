@@ -169,6 +169,7 @@ def test_a_sequential_design_gives_the_verdicts_and_its_looks_are_tabled():
     rows = {r.arm: r for r in cx.headline_contrasts(data)}
     assert set(rows) == {"other"}  # the replicate is a control, not in the primary family
     assert rows["other"].verdict == cx.DIFFERENT and rows["other"].note.startswith("look 1 of 2")
+    assert "verdict of the sequential design at look 1 of 2" in fd.contrast_sentence(rows["other"])
     table = headline.sequential_table(data).rows
     assert [(r["contrast"], r["look"], r["verdict"]) for r in table] == [
         ("other − grpo", 1, "different")

@@ -41,6 +41,8 @@ def contrast_sentence(r: cx.ContrastRow) -> str:
             "seed and problem, no variance: no p-value."
         )
     head = f"{where}: Δ pass@1 = {_f(d.value)} {_interval(d)} ({about}), Holm p = {r.p_holm:.3g}"
+    if r.note.startswith("look "):  # `contrasts.sequential_verdicts`: the design decides
+        head += f"; verdict of the sequential design at {r.note}, not of this fixed-design p"
     if r.verdict == cx.DIFFERENT and cx.crossed.equivalent(*r.interval90, r.margin):
         return f"{head} — different, but small: its 90% interval lies inside ±{r.margin:g}."
     if r.verdict == cx.DIFFERENT:
