@@ -97,15 +97,7 @@ def main(argv: list[str] | None = None) -> int:
     arm_counts = _counts(args.arms, "--arms", 2, "a reference arm and at least one other")
     if args.task_level:
         return _task_level(args, ns)
-    model = StudyModel(
-        problems=args.problems,
-        samples=args.samples,
-        base_pass=args.base_pass,
-        problem_sd=args.problem_sd,
-        seed_sd=args.seed_sd,
-        shared_fraction=args.shared_fraction,
-        shared_eval_noise=args.shared_eval_noise,
-    )
+    model = StudyModel(problems=args.problems, samples=args.samples, **_shared_settings(args))
     start = time.perf_counter()
     table = calibration.calibrate(model, ns, arm_counts, args.studies, args.seed)
     print(calibration.format_table(table, arm_counts))
@@ -122,17 +114,17 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def _shared_settings(args: argparse.Namespace) -> dict:
+    """The simulation settings both study models take from the command line."""
+    names = ("base_pass", "problem_sd", "seed_sd", "shared_fraction", "shared_eval_noise")
+    return {name: getattr(args, name) for name in names}
+
+
 def _task_level(args: argparse.Namespace, seeds: tuple[int, ...]) -> int:
     from devtools.calibration import task_calibration as tc
     from devtools.calibration.task_level import TaskModel
 
-    base = TaskModel(
-        base_pass=args.base_pass,
-        problem_sd=args.problem_sd,
-        seed_sd=args.seed_sd,
-        shared_fraction=args.shared_fraction,
-        shared_eval_noise=args.shared_eval_noise,
-    )
+    base = TaskModel(**_shared_settings(args))
     start = time.perf_counter()
     grid = tc.run_cases(tc.grid_cases(base, seeds), args.studies, args.seed)
     print(tc.format_rows(grid, ("τ", "J", "n")))

@@ -34,6 +34,7 @@ from ablate import confounds
 from ablate.report.data.load import StudyData
 from ablate.report.stats import inference
 from ablate.report.stats import measures as m
+from ablate.report.stats.crossed import EQUIVALENCE_CONFIDENCE
 
 ALPHA = inference.ALPHA
 #: A factor that changes under 1% of the units it acts on (the upper clip binding on < 1% of
@@ -51,7 +52,6 @@ FACTOR_ACTIVITY = {
 NO_SIGNAL_PASS_AT_G = 0.05  # base Pass@G below this: "no signal to amplify"
 CEILING = 0.95  # claim 6: a base pass@k this high leaves pass@k no room to gain
 EXACT_PERMUTATIONS_MAX = 8  # cells; above, a seeded Monte Carlo sample of permutations
-EQUIVALENCE_CONFIDENCE = 0.90  # TOST at alpha 0.05: the 90% interval inside ±margin
 SUPPORTED, CONTRADICTED, INCONCLUSIVE = "supported", "contradicted", "inconclusive"
 EQUIVALENT = "equivalent"  # printed "equivalent within ±δ" (`verdict_text`)
 DECIDED = (SUPPORTED, EQUIVALENT, CONTRADICTED)

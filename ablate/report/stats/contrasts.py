@@ -31,11 +31,11 @@ from ablate.report.data.memo import per_study
 from ablate.report.stats import crossed, inference
 from ablate.report.stats import measures as m
 from ablate.report.stats import problems as pr
+from ablate.report.stats.design import upper_factor
 from ablate.report.stats.sequential import CONTINUE
 from ablate.report.stats.sequential_data import replay_study
 
 POWER = 0.8
-SD_UPPER_CONFIDENCE = 0.8
 STEPS, TOKENS, AA, CONTROL = "equal steps", "equal tokens", "A/A", "positive control"
 TASK, FIXED = "task", "fixed problems"
 DIFFERENT, EQUIVALENT, INCONCLUSIVE = "different", "equivalent", "inconclusive"
@@ -115,7 +115,7 @@ def mde_task(d: np.ndarray, alpha: float, power: float = POWER) -> float:
     c = crossed.crossed(d)
     if c.n < inference.MIN_SEEDS or not float(c.se) > 0:
         return float("nan")
-    inflate = (c.n - 1) / sps.chi2.ppf(1 - SD_UPPER_CONFIDENCE, c.n - 1)
+    inflate = upper_factor(c.n)
     var = (c.seed_var * inflate / c.n + c.problem_var / c.problems) + c.resid_var / (
         c.n * c.problems
     )
@@ -226,7 +226,7 @@ def with_holm_and_power(rows: list[ContrastRow], margin: float | None) -> list[C
 def _sd_upper(sd: float, n: int) -> float:
     if n < 2 or not np.isfinite(sd):
         return float("nan")
-    return sd * float(np.sqrt((n - 1) / sps.chi2.ppf(1 - SD_UPPER_CONFIDENCE, n - 1)))
+    return sd * float(np.sqrt(upper_factor(n)))
 
 
 @per_study

@@ -39,9 +39,6 @@ from scipy import stats as sps
 
 from ablate.report.stats.inference import CONFIDENCE, MIN_SEEDS, Estimate
 
-#: Below this many eval problems the task-level reading rests on a small sample of the task
-#: (the problem term's df is J − 1): the report and `study` checks warn.
-MIN_PROBLEMS = 256
 EQUIVALENCE_CONFIDENCE = 0.90  # TOST at alpha 0.05: the 90% interval inside ±margin
 ZERO_VAR = 1e-24  # Var(mean) below this (relative): rounding of identical values, no variance
 DF_BOUND = 0.10  # effective_df reads each mean square at its upper 90% confidence bound
