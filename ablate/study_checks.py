@@ -7,6 +7,7 @@ imports them.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import re
 from pathlib import Path
 from typing import Any, TypeAlias
@@ -61,14 +62,25 @@ MIN_EVAL_PROBLEMS = 256
 def eval_problem_count(study: Study) -> int | None:
     """How many eval problems each eval reads: the declared J or the whole split (None when the
     task cannot be built, which `_task_problems` reports)."""
+    options = tuple(sorted(study.task_options.items()))
+    try:
+        split = _eval_split_size(study.task, options)
+    except TypeError:  # an unhashable option value: not cached
+        split = _eval_split_size.__wrapped__(study.task, options)
+    declared = study.eval.max_problems
+    return None if split is None else split if declared is None else min(declared, split)
+
+
+@functools.lru_cache(maxsize=32)
+def _eval_split_size(task: str, options: tuple) -> int | None:
+    """The task's eval split size, built once per process: generating a synthetic split costs
+    ~0.3 s, and every `Study` (and every `dataclasses.replace` of one) checks it."""
     from ablate.tasks import get_task
 
     try:
-        split = len(get_task(study.task, **dict(study.task_options)).problems("eval"))
+        return len(get_task(task, **dict(options)).problems("eval"))
     except AblateError:
         return None
-    declared = study.eval.max_problems
-    return split if declared is None else min(declared, split)
 
 
 def _eval_size_warnings(study: Study) -> list[str]:

@@ -17,6 +17,7 @@ from ablate.errors import StudyError, StudyWarning
 from ablate.study import (
     Budget,
     Cells,
+    EvalSpec,
     PassKSpec,
     SearchSpace,
     Study,
@@ -292,3 +293,22 @@ def test_study_and_trial_refuse_bad_settings_by_the_same_rule(changes, problem):
         Study(**{**OK, **changes})
     with pytest.raises(ConfigError, match=re.escape(problem)):
         TrialSpec(algorithm=ablate.baseline("grpo"), model="rl_ready", **changes)
+
+
+def test_few_eval_problems_and_a_short_aa_check_warn_but_the_whole_split_does_not():
+    with pytest.warns(StudyWarning, match="each eval reads 64 problems of arithmetic"):
+        make(eval=EvalSpec(max_problems=64))
+    with pytest.warns(StudyWarning, match="A/A replicate 'again' runs 2 seeds"):
+        make(arms=[arm("grpo", "grpo"), arm("again", replicate_of="grpo")])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", StudyWarning)
+        make(eval=EvalSpec(max_problems=None))  # the whole split: 256 problems
+        make(eval=EvalSpec(max_problems=10_000))  # capped at the split's 256
+
+
+def test_design_fields_are_checked_before_compute():
+    with pytest.raises(StudyError) as err:
+        make(looks=(2, 9), primary="tokens", equivalence_margin=2, positive_control="nope")
+    text = str(err.value)
+    assert "looks=(2, 9)" in text and "primary='tokens'" in text
+    assert "equivalence_margin=2" in text and "positive_control='nope'" in text
