@@ -74,6 +74,23 @@ def _trials(outcomes: dict[str, list[str]]):
     return dataclasses.replace(data, trials=t)
 
 
+def test_fisher_false_positive_rate_under_the_null_is_at_most_alpha():
+    # exact, over every pair of outcomes of two Binomial(n, p) arms at the seed counts users run
+    for n in (3, 5, 10):
+        k = np.arange(n + 1)
+        reject = np.array([[oc.fisher_p(a, n, b, n) < 0.05 for b in k] for a in k])
+        for p in (0.1, 0.3, 0.5):
+            weight = np.outer(sps.binom.pmf(k, n, p), sps.binom.pmf(k, n, p))
+            assert weight[reject].sum() <= 0.05
+    # the check can fail: a one-sided z test of two proportions at 0.05 rejects too often
+    n, k = 10, np.arange(11)
+    pooled = (k[:, None] + k[None, :]) / (2 * n)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        z = (k[:, None] - k[None, :]) / n / np.sqrt(pooled * (1 - pooled) * 2 / n)
+    weight = np.outer(sps.binom.pmf(k, n, 0.3), sps.binom.pmf(k, n, 0.3))
+    assert weight[np.nan_to_num(np.abs(z)) > 1.645].sum() > 0.05
+
+
 def test_saturation_is_the_algorithms_outcome_not_a_failure():
     data = _trials(
         {
