@@ -106,13 +106,40 @@ def token_whiten_scale(centred: Tensor, rewards: Tensor, lengths: Tensor | None,
     return (centred - mean) * torch.rsqrt(var + 1e-8)
 
 
+@SCALES.register("mean", reads=STD_READS[1:])
+def mean_scale(centred: Tensor, rewards: Tensor, lengths: Tensor | None, algo: AlgorithmFields):
+    # MaxRL (Tajwar et al. 2026, "Maximum Likelihood Reinforcement Learning", arXiv 2602.02710):
+    # (r - baseline) / (group mean reward + eps). With 0/1 rewards the mean is the pass rate p,
+    # and 1/p reweights the gradient toward maximum likelihood. A group with mean <= 0 (all
+    # wrong, or a shaped reward below 0) gets 0: 1/p has no meaning there, and a negative mean
+    # would flip the advantage's sign.
+    mean = rewards.mean(dim=1, keepdim=True)
+    return torch.where(mean > 0, _divide_or_zero(centred, mean + algo.std_eps), 0.0 * centred)
+
+
 @SCALES.register("none")
 def no_scale(centred: Tensor, rewards: Tensor, lengths: Tensor | None, algo: AlgorithmFields):
     return centred
 
 
+POSITIVE_WEIGHT = FieldRule(
+    "positive_weight",
+    lambda v, a: finite(v) and v >= 0,
+    "must be a finite number >= 0 (1 = unweighted; W-REINFORCE uses 0.1)",
+)
+
 #: The fields the group-relative advantage estimator reads (the other estimators ignore them).
-GROUP_READS = ("baseline", "scale", *SCALES.fields_read())
+GROUP_READS = ("baseline", "scale", *SCALES.fields_read(), POSITIVE_WEIGHT)
+
+
+def weight_positives(advantages: Tensor, weight: float) -> Tensor:
+    """Advantage-sign weighting: each positive advantage times `weight` (Zhu et al. 2025, "The
+    Surprising Effectiveness of Negative Reinforcement in LLM Reasoning", arXiv 2506.01347:
+    W-REINFORCE is λ·L_PSR + L_NSR, λ = 0.1; their code scales the advantages of correct
+    samples by λ). 1 returns the advantages untouched."""
+    if weight == 1:
+        return advantages
+    return torch.where(advantages > 0, advantages * weight, advantages)
 
 
 def group_advantages(
@@ -131,4 +158,5 @@ def group_advantages(
     grouped = r.reshape(-1, group_size)  # [n, G]
     centred = grouped - BASELINES.get(algo.baseline)(grouped)
     lens = None if lengths is None else lengths.reshape(-1, group_size)
-    return SCALES.get(algo.scale)(centred, grouped, lens, algo).reshape(-1)
+    scaled = SCALES.get(algo.scale)(centred, grouped, lens, algo).reshape(-1)
+    return weight_positives(scaled, algo.positive_weight)

@@ -167,6 +167,9 @@ def _data_range_problems(a: Any) -> list[str]:
     q = a.random_reward
     if q is not None and (not finite(q) or not 0 <= q <= 1):
         p.append(f"random_reward={q!r} must be None (the verifier) or a probability in [0, 1]")
+    f = a.reward_floor
+    if not finite(f) or f >= 1:
+        p.append(f"reward_floor={f!r} must be a finite number below 1 (-1: the ±1 rewards)")
     c = a.rollout_correction_cap
     if not finite(c) or c < 1:
         p.append(f"rollout_correction_cap={c!r} must be a number >= 1 (TRL uses 3.0)")
@@ -196,6 +199,16 @@ def _cross_field_problems(a: Any, choices: list[Choice]) -> list[str]:
         p.append(
             f"ratio_level={a.ratio_level!r} is GSPO's ratio for the clipped surrogate; "
             f"surrogate={a.surrogate!r} takes token ratios (gmpo forms its own sequence ratio)"
+        )
+    if (
+        known
+        and a.surrogate == "clip"
+        and a.trust_region != "ratio_clip"
+        and a.ratio_level != "token"
+    ):
+        p.append(
+            f"ratio_level={a.ratio_level!r} with trust_region={a.trust_region!r}: DPPO's masks "
+            "compare each token's probability with its old one; use ratio_level='token'"
         )
     if a.zero_variance_filter and a.dynamic_sampling:
         p.append(

@@ -24,7 +24,7 @@ from ablate.algorithm_checks import DAPO_BUFFER_SHARE, problems, warn_about_iner
 from ablate.errors import ConfigError
 
 Baseline = Literal["group_mean", "leave_one_out", "none"]
-Scale = Literal["group_std", "batch_std", "batch_centred_std", "token_whiten", "none"]
+Scale = Literal["group_std", "batch_std", "batch_centred_std", "token_whiten", "mean", "none"]
 RatioLevel = Literal["token", "sequence", "sequence_token"]
 LossAgg = Literal[
     "token_mean",
@@ -35,6 +35,7 @@ LossAgg = Literal[
     "token_sum",
 ]
 Surrogate = Literal["clip", "cispo", "sapo", "gmpo", "clip_cov", "kl_cov"]
+TrustRegion = Literal["ratio_clip", "dppo_tv", "dppo_kl"]
 RolloutCorrection = Literal["none", "token_truncate", "sequence_mask"]
 KLEstimator = Literal["k1", "k2", "k3"]
 KLIn = Literal["loss", "reward"]
@@ -51,11 +52,13 @@ class Algorithm:
     baseline: Baseline = "group_mean"
     """Reward baseline: group mean (GRPO), leave-one-out mean (RLOO), or none (REINFORCE++)."""
     scale: Scale = "group_std"
-    """Divide by group std, batch std of rewards or of centred rewards; token-whiten; or none."""
+    """Divide by group std, batch std of rewards or of centred ones, token-whiten, mean (MaxRL)."""
     std_unbiased: bool = True
     """Std with N-1 (`torch.std`'s default, which TRL, verl and oat use) instead of N."""
     std_eps: float = 1e-6
-    """Added to the std before dividing (TRL 1e-4, verl 1e-6, oat 1e-8)."""
+    """Added to the std (scale="mean": the mean) before dividing (TRL 1e-4, verl 1e-6)."""
+    positive_weight: float = 1.0
+    """Advantage-sign weighting: positive advantages are multiplied by this (W-REINFORCE 0.1)."""
 
     # --- critic (advantage="gae" only; defaults = TRL's PPO) ------------------------------
     gae_gamma: float = 1.0
@@ -79,9 +82,13 @@ class Algorithm:
     surrogate: Surrogate = "clip"
     """Policy objective: PPO clip, CISPO, SAPO gates, GMPO geometric mean, Clip-Cov, KL-Cov."""
     clip_low: float = 0.2
-    """Lower clip: the ratio is clipped at 1 - clip_low (gmpo: the log-ratio at -clip_low)."""
+    """Lower clip: the ratio is clipped at 1 - clip_low (gmpo: log-ratio; DPPO: divergence)."""
     clip_high: float = 0.2
-    """Upper clip: the ratio is clipped at 1 + clip_high (gmpo: the log-ratio at +clip_high)."""
+    """Upper clip: the ratio is clipped at 1 + clip_high (gmpo: log-ratio; DPPO: divergence)."""
+    trust_region: TrustRegion = "ratio_clip"
+    """The clip surrogate's trust region: PPO's ratio clip, or DPPO's binary TV / KL mask."""
+    ratio_cap: float | None = None
+    """DPPO: the detached ratio weighting each kept token is capped here; None = no cap."""
     dual_clip: float | None = None
     """Dual-clip constant c > 1: negative-advantage token losses are capped at -A·c; None = off."""
     sapo_tau_pos: float = 1.0
@@ -130,6 +137,8 @@ class Algorithm:
     """No-Positive-Resampling: retire a prompt once its pass rate reaches this; None = off."""
     random_reward: float | None = None
     """Control arm: reward 1 with this probability, whatever the answer; None = the verifier's."""
+    reward_floor: float = 0.0
+    """The training reward of a wrong answer: rewards r in [0, 1] become floor + (1 - floor)·r."""
 
     # --- off-policy correction --------------------------------------------------------------
     rollout_correction: RolloutCorrection = "none"

@@ -19,6 +19,7 @@ from ablate.lazy import no_grad, torch
 from ablate.masked import LOG_RATIO_LIMIT, masked_mean, masked_sum
 from ablate.registry import AlgorithmFields, FieldRule, Registry
 from ablate.surrogates import SURROGATES, clipped_surrogate
+from ablate.trust_regions import TRUST_REGIONS
 
 __all__ = [
     "AGGREGATIONS",
@@ -27,6 +28,7 @@ __all__ = [
     "LOG_RATIO_LIMIT",
     "RATIOS",
     "SURROGATES",
+    "TRUST_REGIONS",
     "clipped_surrogate",
     "masked_mean",
     "masked_sum",
@@ -170,6 +172,7 @@ FACTORS: dict[str, Registry] = {
     "scale": SCALES,
     "ratio_level": RATIOS,
     "surrogate": SURROGATES,
+    "trust_region": TRUST_REGIONS,  # after the surrogate: only the clip surrogate reads it
     "kl_estimator": KL_ESTIMATORS,
     "loss_agg": AGGREGATIONS,
 }

@@ -31,7 +31,7 @@ def shape(
     """Apply the data-side factors of `algo` to a verified batch; `ref_logp` is given when a
     reference model is loaded (kl_coef > 0)."""
     r = batch.rollouts
-    outcome, metrics = batch.scores.clone(), {}
+    outcome, metrics = floor_rewards(batch.scores, algo.reward_floor), {}
     if algo.overlong_buffer:
         penalty = soft_overlong_penalty(
             r.lengths, max_new_tokens, algo.overlong_buffer, algo.overlong_penalty
@@ -64,6 +64,14 @@ def shape(
         is_weights=is_weights,
         metrics=metrics,
     )
+
+
+def floor_rewards(scores: Tensor, floor: float) -> Tensor:
+    """Rewards in [0, 1] mapped linearly onto [floor, 1]: a wrong answer's 0 becomes `floor`
+    (-1: the ±1 rewards of DAPO §3.1 and of W-REINFORCE's REINFORCE), a correct 1 stays 1."""
+    if floor == 0:
+        return scores.clone()
+    return floor + (1.0 - floor) * scores
 
 
 def mask_truncated(mask: Tensor, truncated: Tensor) -> Tensor:

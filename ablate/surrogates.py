@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from ablate.lazy import no_grad, torch
 from ablate.masked import LOG_RATIO_LIMIT, masked_mean, masked_sum
 from ablate.registry import AlgorithmFields, FieldRule, Registry, finite
+from ablate.trust_regions import RATIO_CAP, TRUST_REGIONS
 
 if TYPE_CHECKING:
     from torch import Tensor
@@ -106,10 +107,21 @@ def clip_fractions(log_ratio: Tensor, adv: Tensor, mask: Tensor, algo: Algorithm
     }
 
 
-@SURROGATES.register("clip", reads=(CLIP_LOW, CLIP_HIGH, DUAL_CLIP))
-def clip(logp: Tensor, log_ratio: Tensor, adv: Tensor, mask: Tensor, algo: AlgorithmFields):
+@TRUST_REGIONS.register("ratio_clip", reads=(CLIP_LOW, CLIP_HIGH, DUAL_CLIP))
+def ratio_clip(logp: Tensor, log_ratio: Tensor, adv: Tensor, mask: Tensor, algo: AlgorithmFields):
     # PPO (Schulman et al. 2017, Eq. 7)
     return clipped_surrogate(log_ratio, adv, algo), clip_fractions(log_ratio, adv, mask, algo)
+
+
+# The clip surrogate declares every field its trust regions read (so that another surrogate
+# refuses them); `trust_region`'s own entries then refuse those the chosen region ignores.
+TRUST_REGION = FieldRule("trust_region")
+
+
+@SURROGATES.register("clip", reads=(CLIP_LOW, CLIP_HIGH, DUAL_CLIP, TRUST_REGION, RATIO_CAP))
+def clip(logp: Tensor, log_ratio: Tensor, adv: Tensor, mask: Tensor, algo: AlgorithmFields):
+    # the policy-gradient surrogate whose trust region is a field of its own (`trust_regions`)
+    return TRUST_REGIONS.get(algo.trust_region)(logp, log_ratio, adv, mask, algo)
 
 
 @SURROGATES.register("cispo", reads=(CLIP_LOW_OR_UNBOUNDED, CLIP_HIGH))

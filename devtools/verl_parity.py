@@ -1,5 +1,6 @@
 """Cross-check ablate's losses and advantages against verl's own implementation, on identical
-random tensors: values and gradients, every surrogate × every aggregation both support.
+random tensors: values and gradients, every surrogate and DPPO trust region × every aggregation
+both support.
 
 Not part of the test suite (verl pulls ray, vLLM and more). Run it against the verl wheel
 unpacked next to a few light dependencies; modules core_algos never calls (ray, …) are stubbed:
@@ -99,6 +100,10 @@ SURROGATES = {  # ablate surrogate -> (verl loss_mode, ablate fields, verl polic
         {"kl_cov_ratio": 0.05, "ppo_kl_coef": 1.0},
     ),
 }
+TRUST_REGIONS = {  # ablate trust_region -> (verl loss_mode, ablate fields); cap 2 binds often
+    "dppo_tv": ("dppo_tv", {"clip_low": 0.15, "clip_high": 0.1, "ratio_cap": 2.0}),
+    "dppo_kl": ("dppo_kl", {"clip_low": 0.05, "clip_high": 0.03, "ratio_cap": 2.0}),
+}
 # verl applies its own aggregation to these two: SAPO always seq-mean-token-mean, GMPO a mean
 # over sequences (its loss_agg_mode is ignored)
 FIXED_AGG = {"sapo": "seq_mean_token_mean", "gmpo": "seq_mean_token_mean"}
@@ -114,8 +119,9 @@ def _batch(seed: int, b: int = 8, t: int = 12):
     return logp, old, mask, adv
 
 
-def _verl_config(actor, loss_mode: str, verl_fields: dict, algo):
+def _verl_config(actor, loss_mode: str, verl_fields: dict, algo, **extra):
     return actor.ActorConfig(
+        **extra,
         strategy="fsdp",
         rollout_n=1,
         ppo_micro_batch_size_per_gpu=1,
@@ -168,6 +174,34 @@ def check_losses(verl, actor, seed: int) -> bool:
     return ok
 
 
+def check_trust_regions(verl, actor, seed: int) -> bool:
+    """DPPO's TV and KL masks (trust_region) against verl's dppo_tv / dppo_kl losses, every
+    aggregation; the batch must exercise both the mask and the ratio cap."""
+    from ablate.algorithms import Algorithm
+    from ablate.objective import policy_loss
+
+    ok = True
+    for region, (mode, fields) in TRUST_REGIONS.items():
+        for agg in AGGS:
+            logp, old, mask, adv = _batch(seed)
+            norm = mask.shape[1] if agg == "seq_mean_token_sum_norm" else None
+            algo = Algorithm(trust_region=region, loss_agg=agg, loss_norm_constant=norm, **fields)
+            cfg = _verl_config(actor, mode, {}, algo, clip_ratio_c=algo.ratio_cap)
+            ours_x = logp.clone().requires_grad_(True)
+            ours, stats = policy_loss(ours_x, old, adv, mask, algo)
+            ours.backward()
+            assert stats["trust_region_masked_frac"] > 0, (region, agg, seed)
+            assert stats["ratio_capped_frac"] > 0, (region, agg, seed)
+            theirs_x = logp.clone().requires_grad_(True)
+            adv_tok = adv.unsqueeze(-1) * mask
+            theirs, _ = verl.get_policy_loss_fn(mode)(old, theirs_x, adv_tok, mask, AGGS[agg], cfg)
+            theirs.backward()
+            label = f"seed {seed} trust_region {region} × {agg}"
+            ok &= _compare(label + " value", ours.detach(), theirs.detach())
+            ok &= _compare(label + " grad", ours_x.grad, theirs_x.grad)
+    return ok
+
+
 def check_advantages(verl, seed: int) -> bool:
     from ablate.advantages import group_advantages
     from ablate.algorithms import Algorithm
@@ -214,5 +248,10 @@ def main(argv: list[str] | None = None) -> int:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     ).parse_args(argv)
     verl, actor = _import_verl()
-    results = [check_losses(verl, actor, s) & check_advantages(verl, s) for s in (0, 1, 2)]
+    results = [
+        check_losses(verl, actor, s)
+        & check_trust_regions(verl, actor, s)
+        & check_advantages(verl, s)
+        for s in (0, 1, 2)
+    ]
     return 0 if all(results) else 1

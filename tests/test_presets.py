@@ -14,6 +14,26 @@ from ablate.errors import ConfigError
 # The differences the papers define (see each baselines/ module's citations).
 EXPECTED_DIFF = {
     "grpo": set(),
+    "maxrl": {"scale"},
+    "dppo": {
+        "scale",
+        "trust_region",
+        "clip_low",
+        "clip_high",
+        "ratio_cap",
+        "loss_agg",
+        "kl_coef",
+        "minibatches",
+    },
+    "w_reinforce": {
+        "baseline",
+        "scale",
+        "reward_floor",
+        "positive_weight",
+        "loss_agg",
+        "kl_coef",
+        "minibatches",
+    },
     "dr_grpo": {"scale", "loss_agg", "kl_coef"},
     "dapo": {
         "clip_high",

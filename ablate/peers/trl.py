@@ -93,6 +93,7 @@ TABLE: Table = {
             cannot("TRL's batch std is of the raw rewards (scale_rewards='batch' = batch_std)")
         ),
         "token_whiten": one(cannot("GRPOTrainer has no token-level whitening")),
+        "mean": one(cannot("GRPOTrainer has no ÷ group mean (MaxRL is a separate trainer)")),
         "none": one(exact({"scale_rewards": "none"})),
     },
     "std_unbiased": {
@@ -128,6 +129,20 @@ TABLE: Table = {
         "gmpo": one(cannot("TRL 1.16 has no GMPO loss")),
         "clip_cov": one(cannot("TRL 1.16 has no Clip-Cov loss")),
         "kl_cov": one(cannot("TRL 1.16 has no KL-Cov loss")),
+    },
+    "trust_region": {
+        "ratio_clip": one(exact()),
+        "dppo_tv": one(cannot("TRL 1.16 has no DPPO trust region")),
+        "dppo_kl": one(cannot("TRL 1.16 has no DPPO trust region")),
+    },
+    "ratio_cap": {"None": one(exact()), "a number": one(cannot("TRL 1.16 has no DPPO"))},
+    "positive_weight": {
+        "1": one(exact()),
+        "other": one(cannot("TRL 1.16 has no advantage-sign weighting")),
+    },
+    "reward_floor": {
+        "0": one(exact()),
+        "other": one(cannot("no config key: the reward_func's value for a wrong answer")),
     },
     "clip_low": {
         "below 1": one(

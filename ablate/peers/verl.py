@@ -113,6 +113,7 @@ TABLE: Table = {
             moot("see baseline"),
         ),
         "batch_std": one(cannot("verl's grpo divides by the group std only")),
+        "mean": one(cannot("verl 0.9.1 has no MaxRL estimator (÷ the group mean)")),
         "batch_centred_std": one(cannot("no verl estimator divides by a batch std")),
         "token_whiten": one(
             exact(
@@ -126,6 +127,10 @@ TABLE: Table = {
             exact(when={"baseline": "leave_one_out"}),
             moot("see baseline"),
         ),
+    },
+    "positive_weight": {
+        "1": one(exact()),
+        "other": one(cannot("verl 0.9.1 has no advantage-sign weighting")),
     },
     "std_unbiased": {
         "True": one(exact(note=f"{_GROUP_NOTE} uses torch.std (N-1)")),
@@ -155,8 +160,11 @@ TABLE: Table = {
     },
     "ratio_level": {
         "token": one(
-            exact({PL + "loss_mode": "vanilla"}, when={"surrogate": "clip"}),
-            exact(see="loss_mode is set by surrogate"),
+            exact(
+                {PL + "loss_mode": "vanilla"},
+                when={"surrogate": "clip", "trust_region": "ratio_clip"},
+            ),
+            exact(see="loss_mode is set by surrogate or trust_region"),
         ),
         "sequence": one(
             exact({PL + "loss_mode": "gspo"}, _GSPO_NOTE, when={"advantage": "group"}),
@@ -186,6 +194,15 @@ TABLE: Table = {
         ),
         "clip_cov": one(approx({PL + "loss_mode": "clip_cov"}, _PER_MICRO_BATCH)),
         "kl_cov": one(approx({PL + "loss_mode": "kl_cov"}, _PER_MICRO_BATCH)),
+    },
+    "trust_region": {
+        "ratio_clip": one(exact(see="loss_mode vanilla or gspo, set by ratio_level")),
+        "dppo_tv": one(exact({PL + "loss_mode": "dppo_tv"}, "clip_ratio_low/high: TV bounds")),
+        "dppo_kl": one(exact({PL + "loss_mode": "dppo_kl"}, "clip_ratio_low/high: KL bounds")),
+    },
+    "ratio_cap": {
+        "None": one(exact({A + "clip_ratio_c": _NEVER_BINDS}, "DPPO's ratio cap; never binds")),
+        "a number": one(exact({A + "clip_ratio_c": SELF}, "DPPO's truncated-IS cap")),
     },
     "clip_low": {
         "below 1": one(exact({A + "clip_ratio_low": SELF})),
@@ -329,6 +346,10 @@ TABLE: Table = {
         "a number": one(
             cannot("no config key: the reward is the reward function's (one returning 1 w.p. p)")
         ),
+    },
+    "reward_floor": {
+        "0": one(exact()),
+        "other": one(cannot("no config key: the reward function's score for a wrong answer")),
     },
     "rollout_correction": {
         "none": one(exact({RC + "rollout_is": None, RC + "rollout_rs": None})),
