@@ -184,6 +184,7 @@ def check_trust_regions(verl, actor, seed: int) -> bool:
     for region, (mode, fields) in TRUST_REGIONS.items():
         for agg in AGGS:
             logp, old, mask, adv = _batch(seed)
+            logp = logp.clamp(max=-1e-3)  # probabilities below 1: the binary KL takes log(1 - π)
             norm = mask.shape[1] if agg == "seq_mean_token_sum_norm" else None
             algo = Algorithm(trust_region=region, loss_agg=agg, loss_norm_constant=norm, **fields)
             cfg = _verl_config(actor, mode, {}, algo, clip_ratio_c=algo.ratio_cap)
