@@ -164,9 +164,6 @@ def _data_range_problems(a: Any) -> list[str]:
     r = a.retire_pass_rate
     if r is not None and (not finite(r) or not 0 < r <= 1):
         p.append(f"retire_pass_rate={r!r} must be None (off) or in (0, 1] (ScaleRL uses 0.9)")
-    q = a.random_reward
-    if q is not None and (not finite(q) or not 0 <= q <= 1):
-        p.append(f"random_reward={q!r} must be None (the verifier) or a probability in [0, 1]")
     f = a.reward_floor
     if not finite(f) or f >= 1:
         p.append(f"reward_floor={f!r} must be a finite number below 1 (-1: the ±1 rewards)")

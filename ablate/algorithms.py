@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-from dataclasses import dataclass, fields
+from dataclasses import InitVar, dataclass, fields
 from typing import Any, Literal
 
 from ablate.algorithm_checks import DAPO_BUFFER_SHARE, problems, warn_about_inert_factors
@@ -40,6 +40,7 @@ RolloutCorrection = Literal["none", "token_truncate", "sequence_mask"]
 KLEstimator = Literal["k1", "k2", "k3"]
 KLIn = Literal["loss", "reward"]
 AdvantageName = Literal["group", "gae"]
+RewardControl = Literal["none", "random", "incorrect", "majority_vote", "format_only"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -135,10 +136,15 @@ class Algorithm:
     """Drop groups whose rewards are all equal, without generating more to refill."""
     retire_pass_rate: float | None = None
     """No-Positive-Resampling: retire a prompt once its pass rate reaches this; None = off."""
-    random_reward: float | None = None
-    """Control arm: reward 1 with this probability, whatever the answer; None = the verifier's."""
+    reward_control: RewardControl = "none"
+    """Control arm: train on random, wrong-label, majority-vote or format rewards; none = real."""
+    reward_control_p: float = 0.5
+    """reward_control="random": the probability of reward 1 (Spurious Rewards uses 0.5)."""
     reward_floor: float = 0.0
     """The training reward of a wrong answer: rewards r in [0, 1] become floor + (1 - floor)·r."""
+
+    # The field the reward controls replaced: refused with its new spelling (`renamed_field`).
+    random_reward: InitVar[float | None] = None
 
     # --- off-policy correction --------------------------------------------------------------
     rollout_correction: RolloutCorrection = "none"
@@ -152,7 +158,9 @@ class Algorithm:
     minibatches: int = 1
     """Optimizer steps per pass over a rollout batch (1 update per rollout: the ratio stays 1)."""
 
-    def __post_init__(self) -> None:
+    def __post_init__(self, random_reward: float | None) -> None:
+        if random_reward is not None:
+            raise ConfigError(renamed_field("random_reward", random_reward))
         found = problems(self)
         if found:
             raise ConfigError("invalid Algorithm:\n  - " + "\n  - ".join(found))
@@ -190,6 +198,20 @@ class Algorithm:
                 f"use a share, e.g. overlong_buffer={DAPO_BUFFER_SHARE!r} (DAPO's)"
             )
         return dataclasses.replace(self, loss_norm_constant=norm, overlong_buffer=buffer)
+
+
+def renamed_field(name: str, value: Any) -> str:
+    """The one-line error for a field an old study or config still sets, with its new spelling."""
+    if name == "random_reward":
+        return (
+            f"random_reward={value!r} is now written reward_control='random', "
+            f"reward_control_p={value!r} (random_reward was replaced by reward_control)"
+        )
+    raise KeyError(name)
+
+
+#: Fields that were renamed: saved studies and configs that set them get `renamed_field`'s error.
+RENAMED = ("random_reward",)
 
 
 def field_docs() -> dict[str, str]:

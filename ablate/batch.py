@@ -1,4 +1,4 @@
-"""One RL step's data: draw prompts → rollouts → verify → (random rewards) → dynamic sampling or
+"""One RL step's data: draw prompts → rollouts → verify → (reward control) → dynamic sampling or
 zero-variance filtering → rewards; then No-Positive-Resampling's per-prompt record.
 
 The group filter (`informative_groups`: which groups have unequal rewards) lives here with the
@@ -17,7 +17,7 @@ still trains on depends on its own history, so its main stream skips the retired
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import torch
 from torch import Tensor
@@ -25,9 +25,10 @@ from torch import Tensor
 from ablate.algorithms import Algorithm
 from ablate.errors import TrialError
 from ablate.records import Counters, ScoredBatch
+from ablate.reward_controls import DrawKey, control_rewards
 from ablate.rollout.base import RolloutEngine
 from ablate.rollout.sample import sample_and_verify, sampling_for
-from ablate.seeding import derive_seed, generator, rng
+from ablate.seeding import derive_seed, rng
 from ablate.spec import Budget
 from ablate.tasks.base import Problem, Task
 from ablate.templates import Template
@@ -128,7 +129,7 @@ def collect_batch(
     sampler: StepSampler, stream: PromptStream, step: int, counters: Counters
 ) -> ScoredBatch:
     """Step `step`'s batch of `prompts_per_step` groups, with the data-side factors of the
-    sampler's algorithm applied: random rewards on every attempt, then dynamic sampling (refill)
+    sampler's algorithm applied: the reward control on every attempt, then dynamic sampling (refill)
     or zero-variance filtering (no refill: the batch may end up with no group at all), then
     No-Positive-Resampling's record of every generated sample.
 
@@ -143,8 +144,8 @@ def collect_batch(
     metrics: dict[str, float] = {}
     if algo.zero_variance_filter:
         batch, metrics = _drop_flat_groups(batch, g)
-    if algo.random_reward is not None:
-        metrics.update(_random_reward_metrics(batch.all_samples))
+    if algo.reward_control != "none":
+        metrics.update(_reward_control_metrics(batch.all_samples))
     if algo.retire_pass_rate is not None:
         stream.record(batch.all_samples, algo.retire_pass_rate)
         metrics["data/retired_prompts"] = float(len(stream.retired))
@@ -166,11 +167,11 @@ def _main_prompts(stream: PromptStream, step: int, p: int, algo: Algorithm) -> l
     return stream.take_active(p)
 
 
-def _random_reward_metrics(every: ScoredBatch) -> dict[str, float]:
-    # `reward/mean` is the random reward trained on; this is what the verifier would have paid
+def _reward_control_metrics(every: ScoredBatch) -> dict[str, float]:
+    # `reward/mean` is the control's reward trained on; this is what the verifier would have paid
     verifier = sum(v.reward for v in every.verdicts) / len(every.verdicts)
     return {
-        "reward/random_reward_mean": every.scores.mean().item(),
+        "reward/control_mean": every.scores.mean().item(),
         "reward/verifier_mean": verifier,
     }
 
@@ -178,8 +179,8 @@ def _random_reward_metrics(every: ScoredBatch) -> dict[str, float]:
 def _attempt(
     sampler: StepSampler, problems: list[Problem], step: int, attempt: int, counters: Counters
 ) -> ScoredBatch:
-    """One generation batch of `problems`, verified, charged, and under the random-reward
-    control its scores replaced (before any filter looks at them)."""
+    """One generation batch of `problems`, verified, charged, and under a reward control its
+    scores replaced (before any filter looks at them)."""
     budget, seed = sampler.budget, sampler.seed
     batch_seed = derive_seed(seed, "rollout", str(step), str(attempt))
     sampling = sampling_for(budget, sampler.template, batch_seed)
@@ -187,22 +188,8 @@ def _attempt(
         sampler.engine, problems, sampler.template, sampler.task, sampling, n=budget.group_size
     )
     _charge(counters, scored, extra=attempt > 1)
-    if sampler.algo.random_reward is not None:
-        scored = random_rewards(scored, sampler.algo.random_reward, seed, step, attempt)
-    return scored
-
-
-def random_rewards(
-    scored: ScoredBatch, p: float, seed: int, step: int, attempt: int
-) -> ScoredBatch:
-    """The spurious-rewards control (Shao et al. 2025): each sample's training reward is 1 with
-    probability `p`, else 0, from a stream keyed on (seed, step, attempt), so two arms with one
-    seed draw the same rewards and the answer cannot leak in. `correct` stays the verifier's,
-    so accuracy and pass-rate metrics keep measuring real accuracy."""
-    draws = torch.rand(
-        scored.scores.shape, generator=generator(seed, "random_reward", str(step), str(attempt))
-    )
-    return replace(scored, scores=(draws < p).to(torch.float32))
+    key = DrawKey(seed, step, attempt)
+    return control_rewards(scored, budget.group_size, key, sampler.algo)
 
 
 def _dynamic_sampling(

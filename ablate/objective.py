@@ -18,6 +18,7 @@ from ablate.errors import ConfigError
 from ablate.lazy import no_grad, torch
 from ablate.masked import LOG_RATIO_LIMIT, masked_mean, masked_sum
 from ablate.registry import AlgorithmFields, FieldRule, Registry
+from ablate.reward_controls import REWARD_CONTROLS
 from ablate.surrogates import SURROGATES, clipped_surrogate
 from ablate.trust_regions import TRUST_REGIONS
 
@@ -175,6 +176,7 @@ FACTORS: dict[str, Registry] = {
     "trust_region": TRUST_REGIONS,  # after the surrogate: only the clip surrogate reads it
     "kl_estimator": KL_ESTIMATORS,
     "loss_agg": AGGREGATIONS,
+    "reward_control": REWARD_CONTROLS,  # the data side's: which reward the step trains on
 }
 
 

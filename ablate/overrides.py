@@ -63,7 +63,11 @@ def split_overrides(items: Sequence[str]) -> dict[str, dict[str, Any]]:
     values are checked by `Algorithm` itself; the others' types here."""
     fields = _field_types()
     out: dict[str, dict[str, Any]] = {s: {} for s in SECTIONS}
+    from ablate.algorithms import RENAMED, renamed_field
+
     for name, value in parse_pairs(items).items():
+        if name.rpartition(".")[2] in RENAMED:
+            raise ConfigError("--set " + renamed_field(name.rpartition(".")[2], value))
         section, field = _locate(name, fields)
         if section != "algorithm" and not _fits(value, fields[section][field]):
             raise ConfigError(

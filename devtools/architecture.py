@@ -50,6 +50,8 @@ FLOORS: dict[str, int] = {
             "algorithm_checks",
             "advantages",
             "surrogates",
+            "trust_regions",
+            "reward_controls",
             "objective",
             "critic",
             "presets",

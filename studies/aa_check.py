@@ -15,7 +15,14 @@ STUDY = Study(
     arms=[
         arm("grpo", "grpo", minibatches=4, kl_coef=0.0),
         arm("grpo_again", replicate_of="grpo"),
-        arm("grpo_random", "grpo", minibatches=4, kl_coef=0.0, random_reward=0.5),
+        arm(
+            "grpo_random",
+            "grpo",
+            minibatches=4,
+            kl_coef=0.0,
+            reward_control="random",
+            reward_control_p=0.5,
+        ),
     ],
     positive_control="grpo_random",
     equivalence_margin=0.03,

@@ -33,7 +33,7 @@ STUDY = Study(
         arm("dapo", "dapo", **MATCHED),
         arm("gspo", "gspo", **MATCHED),
         arm("grpo_again", replicate_of="grpo"),
-        arm("grpo_random", "grpo", random_reward=0.5, **MATCHED),
+        arm("grpo_random", "grpo", reward_control="random", reward_control_p=0.5, **MATCHED),
     ],
     seeds=[0, 1, 2],
     extra=[

@@ -1,5 +1,6 @@
 """The data-side factors without refill: zero-variance filtering (ScaleRL), No-Positive-Resampling
-(ScaleRL) and the random-reward control arm (Shao et al. 2025), on scripted completions."""
+(ScaleRL) and the reward controls (Shao et al. 2025; TTRL's majority vote), on scripted
+completions."""
 
 from __future__ import annotations
 
@@ -13,11 +14,12 @@ import pytest
 import torch
 
 from ablate.algorithms import Algorithm
-from ablate.batch import PromptStream, StepSampler, collect_batch, random_rewards
+from ablate.batch import PromptStream, StepSampler, collect_batch
 from ablate.checkpoint import STATE, checkpoint_dirs
 from ablate.errors import TrialError
 from ablate.records import Counters, ScoredBatch
-from ablate.seeding import generator, rng
+from ablate.reward_controls import REWARD_CONTROLS, DrawKey, plurality
+from ablate.seeding import derive_seed, rng
 from ablate.spec import Budget, EvalSpec, TrialSpec
 from ablate.tasks import get_task
 from ablate.tasks.base import CHARSET
@@ -277,46 +279,103 @@ def test_resume_keeps_the_history_and_the_retired_set(tmp_path):
     assert comparable(full) == comparable(cut)
 
 
-# --- random rewards ---------------------------------------------------------------------------
+# --- reward controls (Spurious Rewards' random, incorrect, majority-vote and format rewards) ----
 def blank(n: int, correct: torch.Tensor | None = None) -> ScoredBatch:
     c = torch.zeros(n, dtype=torch.bool) if correct is None else correct
     return ScoredBatch(rollouts=None, verdicts=[], scores=c.float(), correct=c)
 
 
-def test_random_rewards_are_seeded_by_seed_step_and_attempt():
-    draws = lambda *key: random_rewards(blank(256), 0.5, *key).scores  # noqa: E731
-    assert torch.equal(draws(0, 3, 1), draws(0, 3, 1))
-    assert not torch.equal(draws(0, 3, 1), draws(0, 3, 2))
-    assert not torch.equal(draws(0, 3, 1), draws(0, 4, 1))
-    assert not torch.equal(draws(0, 3, 1), draws(1, 3, 1))
-    expected = torch.rand(256, generator=generator(0, "random_reward", "3", "1")) < 0.5
-    assert torch.equal(draws(0, 3, 1), expected.float())
+def random_draws(n: int, p: float, seed: int, step: int, attempt: int) -> torch.Tensor:
+    algo = Algorithm(reward_control="random", reward_control_p=p)
+    return REWARD_CONTROLS.get("random")(blank(n), G, DrawKey(seed, step, attempt), algo)
+
+
+def test_random_rewards_are_seeded_by_seed_step_attempt_and_sample():
+    assert torch.equal(random_draws(256, 0.5, 0, 3, 1), random_draws(256, 0.5, 0, 3, 1))
+    assert not torch.equal(random_draws(256, 0.5, 0, 3, 1), random_draws(256, 0.5, 0, 3, 2))
+    assert not torch.equal(random_draws(256, 0.5, 0, 3, 1), random_draws(256, 0.5, 0, 4, 1))
+    assert not torch.equal(random_draws(256, 0.5, 0, 3, 1), random_draws(256, 0.5, 1, 3, 1))
+    names = ("reward_control", "3", "1", "sample")
+    expected = [derive_seed(0, *names, str(i)) / 2**63 < 0.5 for i in range(256)]
+    assert random_draws(256, 0.5, 0, 3, 1).tolist() == [float(e) for e in expected]
+    # a sample's draw is its own: a larger batch extends a smaller one's draws
+    assert torch.equal(random_draws(300, 0.5, 0, 3, 1)[:256], random_draws(256, 0.5, 0, 3, 1))
 
 
 def test_the_share_of_random_rewards_is_p():
     n = 20_000
     for p in (0.1, 0.5, 0.8):
-        share = random_rewards(blank(n), p, 7, 1, 1).scores.mean().item()
+        share = random_draws(n, p, 7, 1, 1).mean().item()
         assert abs(share - p) < 4 * math.sqrt(p * (1 - p) / n), p  # 4 binomial standard errors
-    assert random_rewards(blank(64), 0.0, 7, 1, 1).scores.sum() == 0
-    assert random_rewards(blank(64), 1.0, 7, 1, 1).scores.sum() == 64
+    assert random_draws(64, 0.0, 7, 1, 1).sum() == 0
+    assert random_draws(64, 1.0, 7, 1, 1).sum() == 64
 
 
 def test_random_rewards_ignore_the_answer_and_keep_true_correctness():
-    algo = Algorithm(random_reward=0.5)
+    algo = Algorithm(reward_control="random")
     half, _, _ = one_batch(algo, mixed)
     full, _, _ = one_batch(algo, all_right)
     assert half.correct.tolist() == [True, False] * 4 and full.correct.all()
     assert torch.equal(half.scores, full.scores)  # same draws whatever the answers
-    expected = torch.rand(P * G, generator=generator(0, "random_reward", "1", "1")) < 0.5
-    assert torch.equal(half.scores, expected.float())
-    assert half.metrics["reward/random_reward_mean"] == expected.float().mean().item()
+    assert torch.equal(half.scores, random_draws(P * G, 0.5, 0, 1, 1))
+    assert half.metrics["reward/control_mean"] == half.scores.mean().item()
     assert half.metrics["reward/verifier_mean"] == 0.5 and full.metrics["reward/verifier_mean"] == 1
 
 
 def test_random_rewards_come_before_zero_variance_filtering():
     # every verifier group is mixed, but p = 1 pays every sample: all groups flat, all dropped
-    batch, counters, _ = one_batch(Algorithm(random_reward=1.0, zero_variance_filter=True), mixed)
+    algo = Algorithm(reward_control="random", reward_control_p=1.0, zero_variance_filter=True)
+    batch, counters, _ = one_batch(algo, mixed)
     assert batch.metrics["data/kept_groups"] == 0 and batch.rollouts.num_samples == 0
     assert batch.all_samples.correct.tolist() == [True, False] * 4
     assert counters.generated_samples == P * G
+
+
+def two_right_two_wrong(prompt: str, j: int, call: int) -> str:
+    """Samples 0 and 1 right, 2 off by one, 3 off by two: the majority is the right answer."""
+    return " 1+2=3;" + PLAIN.write_answer(str(true_sum(prompt) + (0, 0, 1, 2)[j % G]))
+
+
+def mostly_wrong(prompt: str, j: int, call: int) -> str:
+    """Sample 0 right, the other three off by one: the majority is a wrong answer."""
+    return answer(prompt, j % G == 0)
+
+
+def test_majority_vote_pays_the_groups_most_frequent_answer():
+    algo = Algorithm(reward_control="majority_vote")
+    right, _, _ = one_batch(algo, two_right_two_wrong)
+    assert right.scores.tolist() == [1.0, 1.0, 0.0, 0.0] * P
+    wrong, _, _ = one_batch(algo, mostly_wrong)  # TTRL pays the majority, right or wrong
+    assert wrong.scores.tolist() == [0.0, 1.0, 1.0, 1.0] * P
+    assert wrong.correct.tolist() == [True, False, False, False] * P
+
+
+def test_incorrect_pays_agreement_with_the_groups_most_frequent_wrong_answer():
+    algo = Algorithm(reward_control="incorrect")
+    wrong, _, _ = one_batch(algo, mostly_wrong)
+    assert wrong.scores.tolist() == [0.0, 1.0, 1.0, 1.0] * P
+    nothing_wrong, _, _ = one_batch(algo, all_right)
+    assert nothing_wrong.scores.sum() == 0
+    # two wrong answers, one vote each: a seeded draw picks one of them, so one of the two is paid
+    tied, _, _ = one_batch(algo, two_right_two_wrong)
+    for group in tied.scores.reshape(P, G).tolist():
+        assert group[:2] == [0.0, 0.0] and sorted(group[2:]) == [0.0, 1.0]
+    again, _, _ = one_batch(algo, two_right_two_wrong)
+    assert torch.equal(tied.scores, again.scores)
+
+
+def test_plurality_breaks_ties_by_a_seeded_draw_and_ignores_missing_answers():
+    key = DrawKey(0, 1, 1)
+    assert plurality(["7", None, "7", "8"], key, 0) == "7"
+    assert plurality([None, None], key, 0) is None
+    picks = {plurality(["1", "2"], DrawKey(s, 1, 1), 0) for s in range(40)}
+    assert picks == {"1", "2"}  # both sides of a tie are drawn over seeds
+
+
+def test_format_only_pays_the_answer_format_right_or_wrong():
+    def formatted_or_not(prompt: str, j: int, call: int) -> str:
+        return answer(prompt, j % 2 == 0) if j % G < 2 else " 1+2=3; no answer"
+
+    batch, _, _ = one_batch(Algorithm(reward_control="format_only"), formatted_or_not)
+    assert batch.scores.tolist() == [1.0, 1.0, 0.0, 0.0] * P
+    assert batch.correct.tolist() == [True, False, False, False] * P

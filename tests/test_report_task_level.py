@@ -20,7 +20,7 @@ REF = dataclasses.replace(baseline("grpo"), kl_coef=0.0, minibatches=4)
 ALGOS = {
     "grpo": REF,
     "other": dataclasses.replace(REF, scale="none"),
-    "random": dataclasses.replace(REF, random_reward=0.5),
+    "random": dataclasses.replace(REF, reward_control="random"),
     "again": REF,
 }
 J, K = 40, 4

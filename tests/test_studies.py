@@ -38,7 +38,8 @@ def test_quickstart_matches_its_brief():
     assert study.arm("grpo_again").replicate_of == "grpo"
     assert len(seeds["grpo_again"] & seeds["grpo"]) >= 5
     assert study.positive_control == "grpo_random"
-    assert study.arm("grpo_random").algorithm.random_reward == 0.5
+    assert study.arm("grpo_random").algorithm.reward_control == "random"
+    assert study.arm("grpo_random").algorithm.reward_control_p == 0.5
     algos = [study.arm(a).algorithm for a in sorted(seeds)]
     assert {(a.ppo_epochs, a.minibatches, a.kl_coef) for a in algos} == {(1, 4, 0.0)}
     assert study.eval.every_tokens > 0 and study.effect_of_interest and study.equivalence_margin

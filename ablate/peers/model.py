@@ -145,7 +145,7 @@ NUMERIC_CLASSES: dict[str, tuple[tuple[str, ValueTest], ...]] = {
     "overlong_buffer": (("0 (off)", _zero), ("tokens or a share", _any)),
     "overlong_penalty": ANY,
     "retire_pass_rate": OPTIONAL,
-    "random_reward": OPTIONAL,
+    "reward_control_p": ANY,
     "positive_weight": (("1", lambda v, a: v == 1), ("other", _any)),
     "ratio_cap": OPTIONAL,
     "reward_floor": (("0", _zero), ("other", _any)),

@@ -278,12 +278,14 @@ TABLE: Table = {
         "None": one(exact()),
         "a number": one(cannot("TRL has no pass-rate-based prompt retirement")),
     },
-    "random_reward": {
-        "None": one(exact()),
-        "a number": one(
-            cannot("no config key: the reward is the reward_func's (one returning 1 w.p. p)")
-        ),
+    "reward_control": {
+        "none": one(exact()),
+        **{
+            c: one(cannot(f"no config key: a reward_func that pays the {c} control"))
+            for c in ("random", "incorrect", "majority_vote", "format_only")
+        },
     },
+    "reward_control_p": {"any": one(cannot("no config key: the reward_func's probability"))},
     "rollout_correction": {
         "none": one(
             exact(

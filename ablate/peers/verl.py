@@ -341,12 +341,14 @@ TABLE: Table = {
         "None": one(exact()),
         "a number": one(cannot("verl 0.9.1 has no pass-rate-based prompt retirement")),
     },
-    "random_reward": {
-        "None": one(exact()),
-        "a number": one(
-            cannot("no config key: the reward is the reward function's (one returning 1 w.p. p)")
-        ),
+    "reward_control": {
+        "none": one(exact()),
+        **{
+            c: one(cannot(f"no config key: a reward function that pays the {c} control"))
+            for c in ("random", "incorrect", "majority_vote", "format_only")
+        },
     },
+    "reward_control_p": {"any": one(cannot("no config key: the reward function's probability"))},
     "reward_floor": {
         "0": one(exact()),
         "other": one(cannot("no config key: the reward function's score for a wrong answer")),

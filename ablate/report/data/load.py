@@ -97,8 +97,13 @@ def _is_nan(value: object) -> bool:
 
 
 def _algorithm_from(values: dict) -> Algorithm:
-    names = {f.name for f in dataclasses.fields(Algorithm)}
+    from ablate.algorithms import RENAMED
+
+    names = {f.name for f in dataclasses.fields(Algorithm)} | set(RENAMED)
     clean = {k: (v.item() if hasattr(v, "item") else v) for k, v in values.items() if k in names}
+    # a run saved before a rename: a set old field is refused with its new spelling, an unset one
+    # (None) is dropped
+    clean = {k: v for k, v in clean.items() if k not in RENAMED or v is not None}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # inert-factor warnings were shown when the study loaded
         return Algorithm(**clean)
