@@ -17,7 +17,12 @@ def baseline_names() -> tuple[str, ...]:
 
 
 def baseline(name: str) -> Algorithm:
-    """The preset `name` from `baselines/<name>.py`, e.g. `baseline("dapo")`."""
+    """The preset `name` from `baselines/<name>.py`, e.g. `baseline("dapo")`; or a framework's
+    default vector for one of its algorithm names, `"grpo@nemo_rl"` (`ablate.peers.aliases`)."""
+    if "@" in name:
+        from ablate.peers.aliases import alias_algorithm
+
+        return alias_algorithm(name)
     names = baseline_names()
     if name not in names:
         raise ConfigError(f"unknown preset {name!r}; valid: {', '.join(names)}")

@@ -14,4 +14,5 @@ COMMAND_MODULES = (
     "report",
     "plan",
     "peers",
+    "aliases",
 )
