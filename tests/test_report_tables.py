@@ -296,3 +296,15 @@ def test_the_tables_registry_declares_each_table_once_in_the_reports_order(data)
     extra = TableSpec(name="x", build=lambda d: Table("X.", [{"a": 1}]), order=1, heading="X")
     table = extra.make(data)
     assert (table.name, table.title, table.rows) == ("x", "X", [{"a": 1}])
+
+
+def test_the_headline_reads_the_final_checkpoint_never_the_best_and_says_so():
+    # every seed of "peaked" is best at step 5 (0.9) and ends at step 10 below the reference
+    peaked = {"eval/pass_at_1": {0: 0.5, 5: 0.9, 10: 0.4}, "budget/generated_tokens": {10: 10_000}}
+    rs = runs(("grpo",)) + [("peaked", "m", s, peaked) for s in range(4)]
+    data = study_data(rs, algorithms={**ALGOS, "peaked": ALGOS["noise"]}, reference="grpo")
+    main = headline.main_table(data)
+    cell = next(r for r in main.rows if r["arm"] == "peaked")
+    assert cell["pass@1"].value == pytest.approx(0.4)
+    assert cell["Δ pass@1"].value == pytest.approx(0.4 - np.mean(BASE))
+    assert headline.CHECKPOINT_RULE in main.caption

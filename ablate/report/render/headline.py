@@ -140,6 +140,17 @@ def _margin_text(data: StudyData) -> str:
     return f"±{margin:g}" if margin else "no margin declared (set Study(equivalence_margin=…))"
 
 
+#: The checkpoint every headline number is read at, stated in the headline's caption. The best
+#: checkpoint along the way is never read off the eval split: choosing it there is selection on the
+#: test set and overstates the arm (TTRL#40: 13.13 at the last checkpoint, above 17 at the best on
+#: AIME). A "best on a selection split" reading needs a selection split distinct from the eval
+#: split, evaluated during training, and would be labelled as such; no study declares one yet.
+CHECKPOINT_RULE = (
+    "Checkpoint: each trial's final one (its last eval), never the best along the way; a "
+    "best-checkpoint reading would need a selection split distinct from the eval split."
+)
+
+
 def main_table(data: StudyData) -> Table:
     """Final eval pass@1 per arm × base model × template, its contrast to the reference, the
     verdict and the power of that contrast."""
@@ -168,7 +179,8 @@ def main_table(data: StudyData) -> Table:
         f"{_margin_text(data)}) or inconclusive. MDE 80% = smallest |Δ| this design detects "
         f"with 80% power at α = 0.05/{max(m_family, 1)}, with the seed variance at its 80% upper "
         "confidence bound. p fixed problems = paired t over per-seed means, a statement about "
-        "these eval problems only. Below 3 seeds: a mean only, no interval, test or verdict."
+        "these eval problems only. Below 3 seeds: a mean only, no interval, test or verdict. "
+        + CHECKPOINT_RULE
     )
     marks = {"*": f"verdict different: Holm p < 0.05 over the table's {m_family} contrasts"}
     return Table(caption, out, marks, contrast_column="Δ pass@1")
