@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from ablate.lazy import torch
@@ -132,8 +132,6 @@ def control_rewards(
     scored: ScoredBatch, group_size: int, key: DrawKey, algo: AlgorithmFields
 ) -> ScoredBatch:
     """`scored` with its training rewards replaced by the control's (the verifier's for none)."""
-    from dataclasses import replace
-
     if algo.reward_control == "none":
         return scored
     rewards = REWARD_CONTROLS.get(algo.reward_control)(scored, group_size, key, algo)

@@ -12,7 +12,14 @@ from ablate.errors import StudyError, StudyWarning
 from ablate.study import load_study
 
 STUDIES = Path(__file__).resolve().parents[1] / "studies"
-CPU_STUDIES = ["quickstart", "base_model_selection", "factor_grid", "seed_claims", "aa_check"]
+CPU_STUDIES = [
+    "quickstart",
+    "base_model_selection",
+    "factor_grid",
+    "seed_claims",
+    "aa_check",
+    "reward_controls",
+]
 
 
 @pytest.mark.parametrize("name", CPU_STUDIES)
