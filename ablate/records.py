@@ -164,7 +164,7 @@ class ScoredBatch:
     """Every sample generated for this batch (all attempts, before dynamic sampling's or
     zero-variance filtering's filter); None when that is the batch itself."""
     metrics: dict[str, float] = field(default_factory=dict)
-    """The data-side factors' step metrics (`data/…`, `reward/random_reward_mean`, …)."""
+    """The data-side factors' step metrics (`data/…`, `reward/control_mean`, …)."""
 
     @property
     def all_samples(self) -> ScoredBatch:
