@@ -16,10 +16,9 @@ import numpy as np
 import pytest
 
 from ablate.report.curves.check import (
+    arm_forecast,
     fit_power_law,
-    forecast_check,
     jacobian,
-    shared_a_fits,
     standard_errors,
     window_spread,
     windows,
@@ -34,7 +33,8 @@ from ablate.report.curves.fit import (
     fit_sigmoid,
     sigmoid,
 )
-from devtools.calibration.curve_calibration import STUDY_SCHEDULE, schedule
+from ablate.report.curves.pooled import pooled_fit
+from devtools.calibration.curve_model import STUDY_SCHEDULE, schedule
 
 C = STUDY_SCHEDULE[STUDY_SCHEDULE > 50_000]  # the study's evals after its warm-up
 TRUTHS = [  # (A, B, C_mid, R0)
@@ -67,7 +67,7 @@ def test_the_grids_by_hand():
     assert a_grid(0.5)[0] == pytest.approx(0.505)  # strictly above R0
     assert np.allclose(np.diff(a), A_STEP)
     cm = c_mid_grid(np.array([1000.0, 5000.0]))
-    assert cm[0] == pytest.approx(100.0) and cm[-1] == pytest.approx(5000.0)
+    assert cm[0] == pytest.approx(100.0) and cm[-1] == pytest.approx(8 * 5000.0)  # past the data
     assert len(cm) == C_MID_POINTS
     assert windows(10.0, 100.0, 3.0) == [(10, 100), (5, 100), (20, 100), (10, 75)]
     assert windows(0.0, 100.0, 3.0) == [(0, 100), (3, 100), (0, 75)]
@@ -136,47 +136,44 @@ def test_non_monotone_curves_give_no_fit(seed):
     assert fit.reason.startswith("no fit: the curve falls as compute grows"), fit.reason
 
 
-def test_a_curve_that_has_not_bent_gives_no_fit():
-    """C_mid five times past the last eval: the data show the start of a rise, not its bend."""
+def test_a_curve_that_has_not_bent_is_not_identified_by_the_arm():
+    """C_mid 2.5× past the last eval: the data show the start of a rise, not its bend."""
     r = noisy((0.9, 2.0, 15_000_000.0, 0.3), 0, sigma=0.003)
-    fit = fit_sigmoid(C, r, 0.3)
-    assert not fit.ok and "within the observed compute" in fit.reason
+    fit = pooled_fit({0: (C, r, 0.3), 1: (C, noisy((0.9, 2.0, 15_000_000.0, 0.3), 1, 0.003), 0.3)})
+    assert not fit.identified
+    assert "not levelled off" in fit.unidentified or "not bracketed" in fit.unidentified
 
 
-def test_a_curve_still_rising_at_the_end_gives_no_fit_rather_than_a_at_its_bound():
+def test_a_measured_curve_still_rising_at_the_end_reports_no_a():
     """A measured curve (GRPO, seed 0, on rl_ready, 3M generated tokens, lr 3e-5): still rising
-    at the end, so the best A on the grid is its bound 1 — no fit, not "A = 1"."""
+    at the end, so its asymptote is not identified (the old per-seed grid put A at its bound)."""
     c = 1000.0 * np.array([64, 114, 202, 252, 358, 500, 633, 751, 1001, 1126, 1252, 1501])
     c = np.concatenate([c, 1000.0 * np.array([1750, 2001, 2251, 2501, 2752, 3001])])
     r = [0.549, 0.581, 0.577, 0.599, 0.643, 0.645, 0.618, 0.609, 0.646, 0.684, 0.672, 0.741]
     r = np.array([*r, 0.738, 0.759, 0.737, 0.727, 0.786, 0.823])
-    fit = fit_sigmoid(c, r, 0.515)
-    assert fit.reason == (
-        "no fit: the curve has not levelled off within the observed compute (A at 1)"
-    )
-    # the bound fit's curve is kept for reading inside the observed compute: it crosses
-    # pass@1 0.7 where the data do (between the evals at 1.25M, 0.672, and 1.5M, 0.741)
-    from ablate.report.curves.fit import target_inside
-
-    assert fit.a == pytest.approx(1.0) and not fit.ok
-    assert 1.1e6 < target_inside(fit, c, 0.7) < 1.6e6
+    fit = pooled_fit({0: (c, r, 0.515)})
+    assert not fit.identified, fit.params
 
 
-@pytest.mark.parametrize("seed", range(4))
-def test_the_forecast_check_passes_a_curve_that_keeps_to_its_law(seed):
-    f = forecast_check(C, noisy(TRUTHS[0], seed), 0.52)
-    assert not f.reason and not f.departs and f.rmse < 3 * SIGMA
-    assert (f.n_first, f.n_second) == (12, 7)  # 63k..3M, then 3.5M..6M
+def _arm(truths_and_seeds, late_rise: float = 0.0):
+    out = {}
+    for s, truth in truths_and_seeds:
+        r = noisy(truth, s)
+        late = np.greater(C, C.max() / 2)
+        out[s] = (C, r + np.where(late, late_rise * (C / C.max() - 0.5) / 0.5, 0.0), truth[3])
+    return out
 
 
-@pytest.mark.parametrize("seed", range(4))
-def test_the_forecast_check_flags_a_second_half_that_departs(seed):
-    """The first half follows the sigmoid; past half the compute the curve climbs on (a second
-    rise of 0.1 over the second half)."""
-    late = np.greater(C, C.max() / 2)
-    r = noisy(TRUTHS[0], seed) + np.where(late, 0.1 * (C / C.max() - 0.5) / 0.5, 0.0)
-    f = forecast_check(C, r, 0.52)
-    assert f.departs and f.rmse > 0.03, f
+def test_the_arm_forecast_holds_for_curves_that_keep_to_their_law():
+    """At the nominal rate: 30 arms of 4 seeds, at most 4 departures (P < 0.06 at 5%)."""
+    got = [arm_forecast(_arm([(s + 4 * k, TRUTHS[0]) for s in range(4)])) for k in range(30)]
+    assert all(not f.reason and f.error.n == 4 and f.rmse < 3 * SIGMA for f in got)
+    assert sum(f.departs for f in got) <= 4
+
+
+def test_the_arm_forecast_departs_when_every_seed_climbs_on_in_the_second_half():
+    f = arm_forecast(_arm([(s, TRUTHS[0]) for s in range(4)], late_rise=0.1))
+    assert f.departs and f.error.value > 0.03 and f.rmse > 0.03, f
 
 
 def test_power_law_recovers_a_power_law_and_hits_its_bound_on_a_linear_rise():
@@ -189,30 +186,10 @@ def test_power_law_recovers_a_power_law_and_hits_its_bound_on_a_linear_rise():
     assert fit_power_law(c, rising).at_bound
 
 
-def test_window_spread_is_small_for_a_clean_curve_and_nan_without_a_main_fit():
+def test_window_spread_is_small_for_clean_curves_and_nan_when_a_is_not_identified():
     c = STUDY_SCHEDULE
-    spread, n = window_spread(c, noisy(TRUTHS[0], 0, c=c), 0.52, 50_000.0)
-    assert n == 4 and 0 <= spread < 0.02
-    flat = 0.55 + np.random.default_rng(0).normal(0, 0.015, len(c))
-    assert np.isnan(window_spread(c, flat, 0.52, 50_000.0)[0])
-
-
-def test_shared_a_fits_recover_each_curves_b():
-    fast, slow = (0.66, 3.0, 250_000.0, 0.52), (0.66, 1.5, 250_000.0, 0.52)
-    fits = shared_a_fits([(C, noisy(fast, 1), 0.52), (C, noisy(slow, 2), 0.52)])
-    assert fits[0].a == fits[1].a and abs(fits[0].a - 0.66) <= 0.01
-    assert fits[0].b / fits[1].b == pytest.approx(2.0, rel=0.25)
-
-
-def test_a_curve_refused_at_the_bound_is_read_for_the_target_inside_its_compute_only():
-    """A seed whose A sits at its bound has no asymptote, but its fitted curve still says when
-    it crossed a pass@1 it reached inside the observed compute; a target beyond that is not
-    extrapolated (NaN), and other refusals carry no curve at all."""
-    from ablate.report.curves.fit import NOT_LEVELLED, no_fit, target_inside
-
-    c = np.geomspace(1e5, 6e6, 20)
-    bound = Fit(a=1.0, b=1.0, c_mid=2e6, r0=0.5, ssr=0.01, n=20, reason=f"no fit: {NOT_LEVELLED}")
-    # R(C) = 0.5 + 0.5 / (1 + 2e6 / C) reaches 0.7 at C = 2e6 / (0.5 / 0.2 - 1) = 1.333e6
-    assert target_inside(bound, c, 0.7) == pytest.approx(2e6 / 1.5)
-    assert np.isnan(target_inside(bound, c, 0.9))  # needs 1.6e7 > 6e6: outside
-    assert np.isnan(target_inside(no_fit("no rise above the noise", 20), c, 0.7))
+    clean = {s: (c, noisy(TRUTHS[0], s, c=c), 0.52) for s in range(3)}
+    assert 0 <= window_spread(clean, 50_000.0) < 0.02
+    rng = np.random.default_rng(0)
+    flat = {s: (c, 0.55 + rng.normal(0, 0.015, len(c)), 0.52) for s in range(3)}
+    assert np.isnan(window_spread(flat, 50_000.0))

@@ -1,6 +1,8 @@
 """Compute–performance curves in the report, on in-memory studies simulated from known curves:
-eval points on the compute axis, per-arm parameters with seed intervals, the comparison rule,
-"no fit" rows, the tables in every format and the figure."""
+eval points on the compute axis, per-arm pooled fits with seed-jackknife intervals, A withheld
+where the data do not identify it, the slope and the censored compute to the target, the
+comparison rule, the tables in every format and the figure; and small versions of the
+calibration (the full one: `python -m devtools curve-calibration`)."""
 
 from __future__ import annotations
 
@@ -10,18 +12,18 @@ import numpy as np
 import pytest
 
 from ablate.presets import baseline
-from ablate.report.curves import analysis, section
+from ablate.report.curves import analysis, compare, section
 from ablate.report.render import figures, formats
 from ablate.report.render.tables import build_tables
 from ablate.spec import CurveSpec
 from ablate.testing import study_data
-from devtools.calibration.curve_calibration import CurveModel, simulate_seed
+from devtools.calibration.curve_model import CurveModel, simulate_seed
 
 REF = dataclasses.replace(baseline("grpo"), kl_coef=0.0, minibatches=4)
 ALGOS = {name: REF for name in ("grpo", "higher_a", "steeper", "flat")}
 SPEC = CurveSpec(axis="generated_tokens", warmup=50_000, target=0.6)
 STUDY_POINTS = np.asarray(CurveModel().points)[np.asarray(CurveModel().points) > 50_000]
-QUIET = dict(a_sd=0.004, log_sd=0.03, evals=16_384)  # small seed spread and eval noise
+QUIET = dict(a_sd=0.004, log_sd=0.03, evals=16_384, wander_sd=0.002)  # little noise
 MODELS = {
     "grpo": CurveModel(**QUIET),
     "higher_a": CurveModel(a=0.93, **QUIET),
@@ -59,131 +61,91 @@ def data():
 
 @pytest.fixture(scope="module")
 def arms(data):
-    return analysis.arm_curves(data, SPEC)
+    return {a.arm: a for a in analysis.arm_curves(data, SPEC)}
+
+
+@pytest.fixture(scope="module")
+def rows(arms):
+    return {r.arm: r for r in compare.contrasts(list(arms.values()), "grpo", SPEC)}
 
 
 def test_eval_points_read_compute_at_each_eval_and_zero_before_training(data):
     points = analysis.eval_points(data, SPEC)
-    first = points[points["trial_id"] == "t0"]
+    first = points[points["trial_id"] == points["trial_id"].iloc[0]]
     assert first["compute"].iloc[0] == 0.0 and first["step"].iloc[0] == 0
-    assert first["compute"].iloc[1:].tolist() == list(CurveModel().points)
-    assert (first["mark"].iloc[1:] == first["compute"].iloc[1:]).all()
+    assert np.all(np.diff(first["compute"].to_numpy()) > 0)
+    assert np.isfinite(first["mark"].iloc[1:]).all()
 
 
-def test_parameters_are_recovered_per_arm(arms):
-    """The pipeline's wiring (fit precision is tested in test_curvefit, coverage in the
-    calibration tests): every seed fitted, estimates near the simulated truth."""
-    by_arm = {a.arm: a for a in arms}
-    for name, model in MODELS.items():
-        arm = by_arm[name]
-        assert len(arm.fitted) == 3
-        assert arm.estimate("a").value == pytest.approx(model.a, abs=0.02)
-        assert arm.estimate("b").value == pytest.approx(model.b, rel=0.25)
-        assert arm.estimate("c_mid").value == pytest.approx(model.c_mid, rel=0.2)
-        assert np.isfinite(arm.estimate("a").low) and arm.estimate("a").n == 3
+def test_parameters_are_recovered_per_arm_from_all_seeds(arms):
+    for name in ("grpo", "higher_a", "steeper"):
+        arm, model = arms[name], MODELS[name]
+        assert arm.pooled.identified, (name, arm.pooled.unidentified)
+        for key, truth in (("a", model.a), ("b", model.b), ("c_mid", model.c_mid)):
+            e = arm.estimate(key)
+            assert e.n == 3 and e.low <= e.value <= e.high
+            assert (
+                abs(e.value - truth) <= 0.15 * truth if key != "a" else abs(e.value - truth) < 0.01
+            )
 
 
-def test_flat_curves_get_no_fit_with_the_reason_and_no_numbers(arms):
-    flat = next(a for a in arms if a.arm == "flat")
-    assert not flat.fitted
-    assert all("no fit: no rise above the noise" in t.fit.reason for t in flat.fits)
-    assert np.isnan(flat.estimate("a").value)
+def test_flat_curves_report_no_a_and_say_why_but_still_a_slope(arms):
+    flat = arms["flat"]
+    assert not flat.pooled.identified and flat.pooled.unidentified
+    assert np.isnan(flat.estimate("a").value) and np.isnan(flat.estimate("c_mid").low)
+    slope = flat.slope()
+    assert slope.low <= 0.0 <= slope.high  # no learning: the gain per decade covers 0
+    assert flat.reached() == (0, 3)
 
 
-def test_the_comparison_rule_a_first_then_b_with_a_shared_a(arms):
-    rows = {r.arm: r for r in analysis.contrasts(arms, "grpo", SPEC)}
+def test_the_comparison_rule_a_first_then_b(rows):
     assert rows["higher_a"].a_differs and rows["higher_a"].delta_a.diff.value > 0.05
-    assert rows["higher_a"].b_ratio is None  # A decides: B is not compared
     steeper = rows["steeper"]
-    assert not steeper.a_differs and steeper.p_b < 0.05
-    assert steeper.b_ratio.low <= 2.0 <= steeper.b_ratio.high  # B 2.4 vs 1.2
-    assert "B higher" in section._verdict(steeper)
-    # compute to pass@1 0.6 (R0 0.52, A 0.85): C_mid / 3.125^(1/B) = 933k at B 2.4 vs 580k at
-    # B 1.2: the steeper curve needs 1.61x the compute to get there (it starts later)
-    assert steeper.target_ratio.value == pytest.approx(1.61, rel=0.1) and steeper.p_target < 0.05
-    assert steeper.target_ratio.n == 3
-    assert rows["flat"].delta_a.n == 0 and "too few seeds" in section._verdict(rows["flat"])
+    assert not steeper.a_differs and steeper.b_ratio.value > 1.5 and steeper.p_b < 0.05
+    assert "A and B not compared" in section._verdict(rows["flat"])
+    assert "flat's A is not identified" in rows["flat"].untested
+    assert rows["flat"].delta_a is None and rows["flat"].b_ratio is None
+    # the slope and the compute to the target need no asymptote: compared for every arm
+    assert rows["flat"].p_slope < 0.05 and rows["flat"].slope.diff.value < 0
+    assert rows["flat"].reached == "0/3 vs 3/3"
 
 
-def test_curves_without_an_a_of_their_own_are_still_compared_on_b_with_a_shared_a():
-    """Curves that have not levelled off (A at its bound: no per-seed fit) leave ΔA untestable;
-    the rule then compares B with a shared A, and the verdict and table say which seeds each
-    rests on."""
-    from ablate.report.stats import inference
-
-    one_seed = inference.paired_contrast(np.array([0.99, np.nan, np.nan]), np.array([0.99, 0.9, 1]))
-    ratio = analysis.seed_interval(np.array([1.5, 1.6, 1.4]), log=True)
-    row = analysis.CurveContrast("dapo", "grpo", one_seed, b_ratio=ratio, p_b=0.01)
-    verdict = section._verdict(row)
-    assert verdict.startswith("A not testable: too few seeds with fits of both (1)")
-    assert verdict.endswith("B higher (shared A)")
-    cells = section.contrast_table([row]).rows[0]
-    assert (cells["seeds A"], cells["seeds B"]) == (1, 3)
-    lower = analysis.CurveContrast("dapo", "grpo", one_seed, b_ratio=ratio, p_b=0.3)
-    assert "B within the noise" in section._verdict(lower)
+def _two_arms(other: CurveModel, seeds: int = 3, offset: int = 50):
+    runs = [
+        (arm, "rl_ready", s, trial(m, offset + 10 * i + s))
+        for i, (arm, m) in enumerate((("grpo", MODELS["grpo"]), ("other", other)))
+        for s in range(seeds)
+    ]
+    algos = {"grpo": REF, "other": REF}
+    return dataclasses.replace(study_data(runs, algorithms=algos, reference="grpo"), curves=SPEC)
 
 
-def test_curves_at_the_ceiling_show_a_and_c_mid_without_intervals_and_skip_the_a_test():
-    """A seed refused at A's bound, or with A within one standard error of 1, marks the arm not
-    levelled off: A and C_mid keep their means but lose their intervals (they undercover
-    there); B keeps its interval; the A test is skipped and B compared with a shared A."""
-    from ablate.report.curves.check import at_ceiling
-    from ablate.report.curves.fit import NOT_LEVELLED, Fit, no_fit, sigmoid
-
-    c = STUDY_POINTS
-    residuals = 0.02**2 * len(c)  # noise SD 0.02 per eval
-    for a, ceiling in ((0.85, False), (0.99, True)):
-        fit = Fit(a=a, b=1.0, c_mid=2e6, r0=0.5, ssr=residuals, n=len(c))
-        assert at_ceiling(fit, c) is ceiling, a  # SE of A about 0.03 on these points
-    exact = Fit(a=0.99, b=1.0, c_mid=2e5, r0=0.5, ssr=1e-8, n=len(c))  # levelled, no noise
-    assert np.allclose(sigmoid(c[-3:], 0.99, 1.0, 2e5, 0.5), 0.99, atol=0.02)
-    assert not at_ceiling(exact, c)
-    assert at_ceiling(no_fit(NOT_LEVELLED, 20), c)
-    assert not at_ceiling(no_fit("no rise above the noise", 20), c)
-
-    model = CurveModel(a=0.99, b=0.9, c_mid=2_200_000.0, a_sd=0.005, log_sd=0.03, evals=16_384)
-    spec = CurveSpec(warmup=50_000)
-    arms = []
-    for k, name in enumerate(("ref", "arm")):
-        rng = np.random.default_rng(3 + 10 * k)  # two draws: identical curves have no B test
-        trials = [_curve(model, rng, name, s) for s in range(6)]
-        arms.append(analysis.ArmCurves(name, [analysis.analyse(t, spec) for t in trials]))
-    ref = arms[0]
-    assert ref.not_levelled and len(ref.fitted) >= 3
-    a, b, c_mid = (ref.estimate(k) for k in ("a", "b", "c_mid"))
-    assert a.value == pytest.approx(0.99, abs=0.02) and np.isnan(a.low) and np.isnan(c_mid.high)
-    assert np.isfinite(b.low) and np.isfinite(b.high)
-    (row,) = analysis.contrasts(arms, "ref", spec)
-    assert not row.levelled and np.isnan(row.p_a) and not row.a_differs
-    assert row.b_ratio is not None and np.isfinite(row.p_b)
-    assert section._verdict(row).startswith("A not tested: the curves have not levelled off")
-    cells = section.curves_table(arms, spec).rows[0]
-    assert cells["levelled off"] == "no: A, C_mid means only"
+def test_curves_seen_only_up_to_their_midpoint_report_no_a_and_are_not_compared_on_it():
+    """The old per-seed fit put C_mid inside the observed compute and A far too low here."""
+    late = CurveModel(c_mid=12_000_000.0, **QUIET)  # the compute ends at half the midpoint
+    data = _two_arms(late)
+    arms = {a.arm: a for a in analysis.arm_curves(data, SPEC)}
+    assert "midpoint is not bracketed" in arms["other"].pooled.unidentified
+    (row,) = compare.contrasts(list(arms.values()), "grpo", SPEC)
+    assert row.delta_a is None and "other's A is not identified" in row.untested
+    assert row.p_slope < 0.05 and row.slope.diff.value < 0  # what is identified is compared
+    sentences = section.sentences(list(arms.values()), [row])
+    assert any(s.startswith("other:") and "A not reported" in s for s in sentences)
 
 
-def _curve(model, rng, arm, seed):
-    from devtools.calibration.curve_calibration import seed_curve
-
-    return seed_curve(model, rng, arm, seed)
-
-
-def test_the_comparison_rule_rarely_marks_two_arms_of_one_truth_in_a_small_simulation():
-    """The full check (400 studies per row, README) is `python -m devtools
-    curve-calibration`; here 40 studies of 3 seeds at the default curve model."""
-    from devtools.calibration.curve_calibration import null_marks
-
-    got = null_marks(CurveModel(), seeds=3, studies=40)
-    assert got["A marked"] <= 0.2 and got["B marked"] <= 0.2, got  # 0.05 + 4 binomial SDs
-
-
-def test_the_comparison_rule_detects_a_doubled_b_in_a_small_simulation():
-    """Power, against the null above: an arm whose B is 2× the reference's (the README's table:
-    0.955 at 5 seeds over 200 studies); here 20 studies of 5 seeds, without A marks."""
-    from devtools.calibration.curve_calibration import null_marks
-
-    steeper = dataclasses.replace(CurveModel(), b=2 * CurveModel().b)
-    got = null_marks(CurveModel(), seeds=5, studies=20, other=steeper)
-    assert got["B marked"] >= 0.6 and got["A marked"] <= 0.2, got
+def test_a_seed_that_never_reaches_the_target_is_censored_at_the_budget_not_dropped():
+    slow = CurveModel(a=0.62, **QUIET)  # tops out below the target 0.6? no: just above R0
+    data = _two_arms(slow)
+    arms = {a.arm: a for a in analysis.arm_curves(data, SPEC)}
+    other = arms["other"]
+    k, n = other.reached()
+    values = np.array([t.to_target for t in other.fits])
+    budget = other.budget
+    assert n == 3 and k == int((values <= budget).sum())
+    expected = np.exp(np.mean(np.log(np.minimum(values, budget))))
+    assert other.to_target().value == pytest.approx(expected)
+    (row,) = compare.contrasts(list(arms.values()), "grpo", SPEC)
+    assert row.reached.startswith(f"{k}/3 vs")
 
 
 def test_tables_render_in_every_format_and_the_report_places_them_after_the_headline(data):
@@ -192,47 +154,29 @@ def test_tables_render_in_every_format_and_the_report_places_them_after_the_head
     assert names[2:4] == ["compute_curves", "compute_curve_contrasts"]
     table = built.tables[2]
     row = next(r for r in table.rows if r["arm"] == "flat")
-    assert row["fitted"] == "0/3" and "no fit" in row["no fit"]
+    assert row["A identified"].startswith("no: ") and row["reached 0.6"] == "0/3"
+    assert row["compute to 0.6"].startswith("not reached by")
     for text in (formats.to_markdown(table), formats.to_latex(table)):
         assert "C\\_mid" in text or "C_mid" in text
     frame = formats.to_frame(table)
-    assert {"A", "A low", "A high", "B", "C_mid", "forecast RMSE", "compute to 0.6"} <= set(frame)
+    assert {"A", "A low", "A high", "B", "C_mid", "gain per decade", "compute to 0.6"} <= set(frame)
     assert built.findings["Compute–performance curves"]
 
 
-def test_the_figure_is_drawn_and_saved_as_png_and_pdf(data, tmp_path):
+def test_the_figure_draws_identified_arms_inside_the_observed_compute_only(data, tmp_path):
     assert figures.FIGURES["compute_curves"] is section.draw  # write_figures saves it
     plt = figures._plt()
     fig, ax = plt.subplots()
     assert section.draw(data, ax)
     labels = [t.get_text() for t in ax.legend().get_texts()]
     assert any(label.startswith("grpo: A=0.85") for label in labels)
-    assert "flat: no fit" in labels
+    assert "flat: A not identified" in labels
+    last = max(float(np.max(line.get_xdata())) for line in ax.get_lines() if len(line.get_xdata()))
+    assert last <= max(CurveModel().points) * 1.0001  # nothing extrapolated
+    assert not [line for line in ax.get_lines() if len(set(line.get_ydata())) == 1]  # no asymptote
     for ext in ("png", "pdf"):
         fig.savefig(tmp_path / f"compute_curves.{ext}")
         assert (tmp_path / f"compute_curves.{ext}").stat().st_size > 0
-    plt.close(fig)
-
-
-def test_the_figure_draws_no_asymptote_for_curves_that_have_not_levelled_off():
-    ceiling = CurveModel(a=0.99, b=0.9, c_mid=2_200_000.0, a_sd=0.005, log_sd=0.03)
-    runs = [
-        (arm, "rl_ready", s, trial(m, 50 + 10 * i + s))
-        for i, (arm, m) in enumerate((("grpo", MODELS["grpo"]), ("higher_a", ceiling)))
-        for s in range(3)
-    ]
-    algos = {"grpo": REF, "higher_a": REF}
-    data = dataclasses.replace(study_data(runs, algorithms=algos, reference="grpo"), curves=SPEC)
-    plt = figures._plt()
-    fig, ax = plt.subplots()
-    assert section.draw(data, ax)
-    labels = [t.get_text() for t in ax.legend().get_texts()]
-    assert any(
-        label.startswith("higher_a: A≈0.9") and "not levelled off" in label for label in labels
-    )
-    assert any(label.startswith("grpo: A=0.8") for label in labels), labels
-    flat_lines = [line for line in ax.get_lines() if len(set(line.get_ydata())) == 1]
-    assert len(flat_lines) == 1  # grpo's asymptote only
     plt.close(fig)
 
 
@@ -244,33 +188,37 @@ def test_without_a_curve_spec_the_report_has_no_curve_section(data):
     assert "Compute–performance curves" not in built.findings
 
 
-def test_curve_intervals_cover_in_a_small_simulation():
-    """The full check (1,000 studies per row, README) is `python -m devtools
-    curve-calibration 1000`; here 20 studies, coverage within its MC error."""
+def test_every_interval_covers_under_trajectory_noise_in_a_fast_simulation():
+    """150 studies at 3 seeds: each shown interval must cover at least 0.89 (0.95 less 3 MC
+    errors); a 0.85 coverage passes this with probability under 1%. The README's table:
+    `python -m devtools curve-calibration`."""
     from devtools.calibration.curve_calibration import coverage
 
-    got = coverage(CurveModel(), seeds=3, studies=20)
-    for key in ("A coverage", "B coverage", "C_mid coverage", "to target coverage"):
-        assert got[key] >= 0.75, got  # 0.95 less 4 binomial SDs of 20 studies
-    assert got["refused fits"] < 0.15
+    got = coverage(CurveModel(), seeds=3, studies=150)
+    for key in ("a", "b", "c_mid", "slope", "to_target"):
+        assert got[key] >= 0.89, (key, got)
+    assert got["withheld"] < 0.5 and got["A shown and wrong"] <= 0.08, got
+
+
+def test_curves_seen_to_half_their_midpoint_almost_never_show_a_wrong_a():
+    from devtools.calibration.curve_calibration import SCENARIOS, coverage
+
+    got = coverage(SCENARIOS["seen to half the midpoint: C_mid 12M"], seeds=3, studies=100)
+    assert got["A shown and wrong"] <= 0.05 and got["withheld"] >= 0.9, got
+
+
+def test_two_arms_of_one_truth_are_rarely_marked_in_a_fast_simulation():
+    from devtools.calibration.curve_calibration import null_marks
+
+    got = null_marks(CurveModel(), seeds=3, studies=100)
+    for key in ("A", "B", "slope", "to_target", "forecast departs"):
+        assert got[key] <= 0.05 + 3 * np.sqrt(0.05 * 0.95 / 100), (key, got)
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("seeds", [3, 5])
-def test_curve_intervals_are_calibrated_at_the_seed_counts_users_run(seeds):
-    """Every interval the report shows covers within 3 MC errors of 95%; at the curves the
-    study measured (A near the ceiling) A's and C_mid's are withheld in nearly every study; two
-    arms of one truth are marked different at most at the nominal rate."""
-    from devtools.calibration.curve_calibration import SCENARIOS, coverage, null_marks
+def test_fewer_arms_are_withheld_with_more_seeds():
+    """The old rule withheld A whenever any seed flagged it: 30 / 44 / 69% at 3 / 5 / 10."""
+    from devtools.calibration.curve_calibration import coverage
 
-    for name, model in SCENARIOS.items():
-        got = coverage(model, seeds=seeds, studies=300)
-        ceiling = name.startswith("as measured")
-        keys = ("B coverage", "to target coverage")
-        keys += () if ceiling else ("A coverage", "C_mid coverage")
-        for key in keys:
-            assert abs(got[key] - 0.95) <= 3 * got["MC error"] + 0.005, (name, key, got)
-        assert got["withheld"] >= 0.93 if ceiling else got["withheld"] < 0.6, (name, got)
-        marks = null_marks(model, seeds=seeds, studies=300)
-        for key in ("A marked", "B marked", "target marked"):
-            assert marks[key] <= 0.05 + 3 * marks["MC error"], (name, key, marks)
+    withheld = [coverage(CurveModel(), seeds=n, studies=150)["withheld"] for n in (3, 5, 10)]
+    assert withheld[2] <= withheld[1] + 0.05 and withheld[1] <= withheld[0] + 0.05, withheld

@@ -1,29 +1,20 @@
 """Compute–performance curves of a study (its `CurveSpec`): every trial's eval pass@1 against the
-compute it had spent, ScaleRL's sigmoid fitted per trial (`fit`), its checks (`check`),
-then per arm the parameters over seeds with intervals, and the comparison rule against the
-reference arm.
+compute it had spent; per arm ScaleRL's sigmoid fitted once to all its seeds (`pooled`) with
+seed-jackknife intervals, A reported only where the data identify it, and what a curve
+identifies without an asymptote (`reach`): its slope on log-compute and the compute to reach
+the target, censored at the budget. Then the comparison rule against the reference arm.
 
-Over seeds: A gets the Student-t interval of the mean; B, C_mid and the compute to reach the
-target are positive and skewed, so theirs is the t interval of the mean log, shown as the
-geometric mean [exp(low), exp(high)]. Coverage is checked by simulation (`python -m devtools
-curve-calibration`). Trials whose curve gives no fit are listed with the reason and left out.
-
-The comparison rule (ScaleRL App. A.5, with seeds): A first, arm − reference paired by seed,
-Holm-adjusted over the arms; when the A difference is within the measured noise (not
-significant, or no larger than the A grid's step of 0.005), both curves of each seed are
-refitted with one shared A and B is compared (ratio arm / reference, paired by seed, t interval
-on the log, Holm over those arms).
-
-An arm has not levelled off when any seed's curve leaves A unidentified against the ceiling
-(`check.at_ceiling`): there A's and C_mid's intervals over seeds undercover (simulated at
-the curves studies/compute_curves.py measured: 0.85-0.87 at 5 seeds, `python -m devtools
-curve-calibration`), so the report shows their means only and skips the A test; B's intervals
-hold (0.91-0.94), so B is compared with a shared A.
+The comparison rule (ScaleRL App. A.5, with seeds): A first, arm − reference paired by seed
+(jackknife pseudo-values), Holm over the arms, only where both arms' A is identified; when A
+does not differ (not significant, or no larger than the A grid's step of 0.005), B is compared
+the same way (ratio arm / reference). The slope and the compute to the target are compared
+for every arm (paired t over seeds, Holm over the arms): they need no asymptote. Every mark
+and interval is calibrated on simulated trajectories (`python -m devtools curve-calibration`).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pandas as pd
@@ -31,13 +22,13 @@ import pandas as pd
 from ablate.report.curves.check import (
     Forecast,
     PowerFit,
-    at_ceiling,
+    arm_forecast,
     fit_power_law,
-    forecast_check,
-    shared_a_fits,
     window_spread,
 )
-from ablate.report.curves.fit import A_STEP, Fit, fit_sigmoid, fit_to_target
+from ablate.report.curves.fit import Fit, fit_sigmoid
+from ablate.report.curves.pooled import Points, PooledFit, pooled_fit
+from ablate.report.curves.reach import first_reach, restricted_log, slope_per_decade
 from ablate.report.data.load import StudyData
 from ablate.report.stats import inference
 from ablate.report.stats import measures as m
@@ -104,13 +95,14 @@ def trial_curves(data: StudyData, spec: CurveSpec) -> list[TrialCurve]:
 
 @dataclass(frozen=True)
 class TrialFit:
+    """One seed: its own sigmoid (diagnostics only: a fall, no rise), the power law, the compute
+    to the target (inf: not reached within its compute; NaN: no target) and the slope."""
+
     curve: TrialCurve
     fit: Fit
-    power: PowerFit
-    spread: float  # largest |A − A_main| over the other fit windows
-    forecast: Forecast
-    to_target: float  # compute to reach the target pass@1 (inf: never; NaN: none/no target)
-    at_ceiling: bool = False  # A not identified against the ceiling 1 (check.at_ceiling)
+    power: PowerFit | None
+    to_target: float
+    slope: float
 
 
 def window(curve: TrialCurve, warmup: float) -> tuple[np.ndarray, np.ndarray]:
@@ -118,13 +110,16 @@ def window(curve: TrialCurve, warmup: float) -> tuple[np.ndarray, np.ndarray]:
     return curve.c[keep], curve.r[keep]
 
 
-def analyse(curve: TrialCurve, spec: CurveSpec) -> TrialFit:
+def points(curve: TrialCurve, warmup: float) -> Points:
+    return (*window(curve, warmup), curve.r0)
+
+
+def analyse(curve: TrialCurve, spec: CurveSpec, *, diagnostics: bool = True) -> TrialFit:
     c, r = window(curve, spec.warmup)
-    fit = fit_sigmoid(c, r, curve.r0)
-    target = float("nan") if spec.target is None else fit_to_target(fit, c, spec.target)
-    spread, _ = window_spread(curve.c, curve.r, curve.r0, spec.warmup)
-    checks = (fit_power_law(c, r), spread, forecast_check(c, r, curve.r0))
-    return TrialFit(curve, fit, *checks, target, at_ceiling(fit, c))
+    fit = fit_sigmoid(c, r, curve.r0) if diagnostics else Fit()
+    power = fit_power_law(c, r) if diagnostics else None
+    target = float("nan") if spec.target is None else first_reach(c, r, spec.target)
+    return TrialFit(curve, fit, power, target, slope_per_decade(c, r))
 
 
 def seed_interval(values: np.ndarray, *, log: bool = False) -> inference.Estimate:
@@ -135,140 +130,75 @@ def seed_interval(values: np.ndarray, *, log: bool = False) -> inference.Estimat
     if not log:
         return inference.t_interval(x)
     e = inference.t_interval(np.log(x[x > 0]))
+    return exp_estimate(e)
+
+
+def exp_estimate(e: inference.Estimate) -> inference.Estimate:
     return inference.Estimate(*(float(np.exp(v)) for v in (e.value, e.low, e.high)), e.n, e.std)
 
 
-#: The parameters whose intervals are withheld for an arm that has not levelled off.
-UNIDENTIFIED = ("a", "c_mid")
+PARAMS = {"a": 0, "b": 1, "c_mid": 2}  # columns of the pooled fit's (A, ln B, ln C_mid)
 
 
 @dataclass(frozen=True)
 class ArmCurves:
-    """One arm's fits over its seeds (the table row's numbers)."""
+    """One arm: its seeds, its pooled fit, and the arm-level checks."""
 
     arm: str
     fits: list[TrialFit]
-
-    def values(self, name: str) -> np.ndarray:
-        return np.array([getattr(t.fit, name) if t.fit.ok else np.nan for t in self.fits])
-
-    @property
-    def fitted(self) -> list[TrialFit]:
-        return [t for t in self.fits if t.fit.ok]
+    pooled: PooledFit
+    spread: float = float("nan")  # window ΔA of the pooled fit
+    forecast: Forecast = field(default_factory=lambda: Forecast(reason="not computed"))
 
     @property
-    def not_levelled(self) -> bool:
-        return any(t.at_ceiling for t in self.fits)
+    def budget(self) -> float:
+        """The compute every seed was observed to (the censoring point)."""
+        return min((float(t.curve.c.max()) for t in self.fits), default=float("nan"))
 
     def estimate(self, name: str) -> inference.Estimate:
-        """A: t interval clipped to [0, 1] (A is a pass rate: clipping loses no coverage);
-        B, C_mid: the log interval. A and C_mid of curves that have not levelled off: the
-        mean only (low, high NaN)."""
-        e = seed_interval(self.values(name), log=name != "a")
-        if name in UNIDENTIFIED and self.not_levelled:
-            return replace(e, low=float("nan"), high=float("nan"))
-        if name != "a" or not np.isfinite(e.low):
-            return e
+        """A, B or C_mid: the jackknife-corrected pooled estimate [95% t interval of the seeds'
+        pseudo-values] (B, C_mid on the log scale, shown back as ratios); A clipped to [0, 1]
+        (a pass rate). NaN throughout where the data do not identify A."""
+        n = len(self.pooled.seeds)
+        if not self.pooled.identified:
+            return inference.Estimate(float("nan"), float("nan"), float("nan"), n)
+        e = inference.t_interval(self.pooled.pseudo[:, PARAMS[name]])
+        if name != "a":
+            return exp_estimate(e)
         return replace(e, low=max(e.low, 0.0), high=min(e.high, 1.0))
+
+    def slope(self) -> inference.Estimate:
+        return seed_interval(np.array([t.slope for t in self.fits]))
+
+    def reached(self) -> tuple[int, int]:
+        """(seeds whose curve reached the target within the budget, seeds)."""
+        values = np.array([t.to_target for t in self.fits])
+        return int((values <= self.budget).sum()), len(values)
+
+    def to_target(self) -> inference.Estimate:
+        """The restricted geometric mean of the compute to the target [95% t interval]."""
+        values = np.array([t.to_target for t in self.fits])
+        return exp_estimate(inference.t_interval(restricted_log(values, self.budget)))
+
+
+def seed_of(t: TrialFit) -> int:
+    return t.curve.seed
+
+
+def arm_curve(arm: str, fits: list[TrialFit], spec: CurveSpec, *, checks: str = "all"):
+    """An arm's pooled fit, its forecast (unless `checks` is "none") and its window
+    sensitivity (`checks` "all")."""
+    fits = sorted(fits, key=seed_of)
+    by_seed = {seed_of(t): points(t.curve, spec.warmup) for t in fits}
+    pooled = pooled_fit(by_seed)
+    if checks == "none":
+        return ArmCurves(arm, fits, pooled)
+    full = {seed_of(t): (t.curve.c, t.curve.r, t.curve.r0) for t in fits}
+    spread = window_spread(full, spec.warmup) if checks == "all" else float("nan")
+    return ArmCurves(arm, fits, pooled, spread, arm_forecast(by_seed))
 
 
 def arm_curves(data: StudyData, spec: CurveSpec) -> list[ArmCurves]:
     fits = [analyse(c, spec) for c in trial_curves(data, spec)]
     arms = [a for a in dict.fromkeys(data.trials["arm"]) if a not in data.replicates]
-    return [ArmCurves(a, sorted((f for f in fits if f.curve.arm == a), key=_seed)) for a in arms]
-
-
-def _seed(t: TrialFit) -> int:
-    return t.curve.seed
-
-
-@dataclass(frozen=True)
-class CurveContrast:
-    """An arm against the reference: ΔA paired by seed, then (A within the noise) B's ratio
-    with a shared A."""
-
-    arm: str
-    reference: str
-    delta_a: inference.Contrast
-    p_a: float = float("nan")  # Holm-adjusted over the arms
-    b_ratio: inference.Estimate | None = None  # exp of the mean Δ ln B with a shared A
-    p_b: float = float("nan")  # Holm-adjusted over the arms compared on B
-    levelled: bool = True  # False: either arm has not levelled off, A is not tested
-    target_ratio: inference.Estimate | None = None  # compute to the target, arm / reference
-    p_target: float = float("nan")  # Holm-adjusted over the arms
-
-    @property
-    def a_differs(self) -> bool:
-        """Significant after Holm and larger than the A grid's resolution (one step)."""
-        return bool(self.p_a < inference.ALPHA and abs(self.delta_a.diff.value) > A_STEP + 1e-9)
-
-
-def _a_of(fit: Fit) -> float:
-    return fit.a if fit.ok else float("nan")
-
-
-def _by_seed(arm: ArmCurves) -> dict[int, TrialFit]:
-    return {_seed(t): t for t in arm.fits}
-
-
-def _log_b_ratio(arm: ArmCurves, ref: ArmCurves, spec: CurveSpec) -> np.ndarray:
-    """Per shared seed, ln B_arm − ln B_ref with one A fitted to both curves (NaN: no fit)."""
-    mine, theirs = _by_seed(arm), _by_seed(ref)
-    out = []
-    for seed in sorted(set(mine) & set(theirs)):
-        curves = [(*window(t.curve, spec.warmup), t.curve.r0) for t in (mine[seed], theirs[seed])]
-        a, b = shared_a_fits(curves)
-        out.append(np.log(a.b) - np.log(b.b) if a.ok and b.ok else np.nan)
-    return np.array(out)
-
-
-def contrasts(arms: list[ArmCurves], reference: str, spec: CurveSpec) -> list[CurveContrast]:
-    """The comparison rule for every arm against `reference` (see the module docstring)."""
-    ref = next((a for a in arms if a.arm == reference), None)
-    if ref is None:
-        return []
-    rows = []
-    for arm in (a for a in arms if a.arm != reference):
-        seeds = sorted(set(_by_seed(arm)) & set(_by_seed(ref)))
-        mine, theirs = (np.array([_a_of(_by_seed(x)[s].fit) for s in seeds]) for x in (arm, ref))
-        levelled = not (arm.not_levelled or ref.not_levelled)
-        rows.append(
-            CurveContrast(
-                arm.arm, reference, inference.paired_contrast(mine, theirs), levelled=levelled
-            )
-        )
-    tested = [i for i, r in enumerate(rows) if r.levelled]
-    p_a = inference.holm([rows[i].delta_a.p_value for i in tested])
-    for i, p in zip(tested, p_a, strict=True):
-        rows[i] = _with(rows[i], p_a=float(p))
-    within = [i for i, r in enumerate(rows) if not r.a_differs]
-    by_name = {a.arm: a for a in arms}
-    ratios = {i: _log_b_ratio(by_name[rows[i].arm], ref, spec) for i in within}
-    p_b = inference.holm(
-        [float(inference.paired_t_p(ratios[i][np.isfinite(ratios[i])])) for i in within]
-    )
-    for i, p in zip(within, p_b, strict=True):
-        rows[i] = _with(rows[i], b_ratio=seed_interval(np.exp(ratios[i]), log=True), p_b=float(p))
-    return _with_target_ratios(rows, by_name, ref)
-
-
-def _with_target_ratios(rows, by_name, ref: ArmCurves) -> list[CurveContrast]:
-    """Each arm's compute to the target over the reference's, paired by seed (seeds where both
-    reached it), Holm over the arms: the accuracy-per-token contrast."""
-    logs = [_log_target_ratio(by_name[r.arm], ref) for r in rows]
-    p_t = inference.holm([float(inference.paired_t_p(x)) for x in logs])
-    return [
-        _with(r, target_ratio=seed_interval(np.exp(x), log=True), p_target=float(p))
-        for r, x, p in zip(rows, logs, p_t, strict=True)
-    ]
-
-
-def _log_target_ratio(arm: ArmCurves, ref: ArmCurves) -> np.ndarray:
-    mine, theirs = _by_seed(arm), _by_seed(ref)
-    pairs = [(mine[s].to_target, theirs[s].to_target) for s in sorted(set(mine) & set(theirs))]
-    x = np.array([np.log(a / b) for a, b in pairs if 0 < a < np.inf and 0 < b < np.inf])
-    return x[np.isfinite(x)]
-
-
-def _with(row: CurveContrast, **changes) -> CurveContrast:
-    return replace(row, **changes)
+    return [arm_curve(a, [f for f in fits if f.curve.arm == a], spec) for a in arms]

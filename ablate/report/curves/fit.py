@@ -1,11 +1,13 @@
-"""ScaleRL's compute–performance sigmoid (arXiv 2510.13786, Eq. 1), fitted as its App. A.5 does,
-or "no fit" with the reason.
+"""ScaleRL's compute–performance sigmoid (arXiv 2510.13786, Eq. 1), fitted to one curve as its
+App. A.5 does, or "no fit" with the reason. An arm's parameters come from all its seeds at once
+(`pooled`); the single-curve fit is kept for the per-seed diagnostics and as the grid both use.
 
     R(C) = R0 + (A − R0) / (1 + (C_mid / C)^B)
 
 R0 is the pass@1 before training (the eval at C = 0), A the asymptote, B the efficiency
 exponent, C_mid the compute at which half the gain A − R0 is reached. The fit: a grid over A
-(multiples of 0.005 in (R0, 1]) and C_mid (100 log-spaced values over the fitted compute), B by
+(multiples of 0.005 in (R0, 1]) and C_mid (100 log-spaced values from 0.1× the first fitted
+compute to 8× the last), B by
 least squares for each; the lowest residual wins. For fixed (A, C_mid, B) the residual sum of
 squares is a quadratic in A − R0 over per-(C_mid, B) sums, so the whole grid is one broadcast:
 a coarse B grid for every cell, then B refined by a bounded scalar search at the best cells.
@@ -20,8 +22,8 @@ A fit is refused, never reported, when (in this order):
   (a fall, not a bent top);
 - the curve has no rise above its noise: the F-test of the sigmoid against a flat line
   (2 and n − 3 degrees of freedom) has p ≥ ALPHA;
-- the best fit lies on the edge of the C_mid or B grid: the curve has not bent within the
-  observed compute (C_mid would lie beyond it) or is a step; its A is not identified;
+- the best fit lies on the edge of the C_mid or B grid: the curve has not bent within 8× the
+  observed compute or is a step;
 - A is at its bound 1: the curve has not levelled off within the observed compute, and any
   asymptote up to 1 fits it (the power law's failure in ScaleRL App. A.4, not an estimate).
 """
@@ -39,7 +41,11 @@ MIN_POINTS = 5
 A_STEP = 0.005  # ScaleRL App. A.5
 C_MID_POINTS = 100  # ScaleRL App. A.5
 C_MID_LOW = 0.1  # C_mid grid from this × the first fitted compute ...
-C_MID_HIGH = 1.0  # ... to this × the last: the midpoint must have been observed
+# ... to this × the last. Beyond the observed compute: a grid that stops at the last eval forces
+# the midpoint inside it and A down with it on curves seen only up to their midpoint (a third of
+# them fitted, every A off by 0.05-0.41); whether the midpoint was observed is judged afterwards,
+# once per arm (`pooled.unidentified`).
+C_MID_HIGH = 8.0
 B_RANGE = (0.1, 10.0)
 B_COARSE = 48
 REFINE_CELLS = 8
@@ -64,9 +70,9 @@ def compute_to_reach(target: float, a: float, b: float, c_mid: float, r0: float)
 
 @dataclass(frozen=True)
 class Fit:
-    """A sigmoid fit (`reason` empty) or the reason there is none. A refusal for A at its
-    bound (`NOT_LEVELLED`) keeps the bound fit's parameters: they describe the curve inside the
-    observed compute (read there only: `target_inside`), never its asymptote."""
+    """One seed's sigmoid fit (`reason` empty) or the reason there is none: the report uses it
+    only to say which seeds' curves fall or do not rise (the arm's parameters come from
+    `pooled`). A refusal for A at its bound (`NOT_LEVELLED`) keeps the bound fit's parameters."""
 
     a: float = float("nan")
     b: float = float("nan")
@@ -206,20 +212,3 @@ def fit_sigmoid(c: np.ndarray, r: np.ndarray, r0: float) -> Fit:
     if fit.a >= a[-1] - 1e-9:
         return replace(fit, reason=f"no fit: {NOT_LEVELLED}")
     return fit
-
-
-def target_inside(fit: Fit, c: np.ndarray, target: float) -> float:
-    """The compute at which a curve that has not levelled off reaches `target`, where that
-    lies inside the compute it was fitted on (NaN elsewhere, and for any other refusal)."""
-    if NOT_LEVELLED not in fit.reason:
-        return float("nan")
-    at = compute_to_reach(target, fit.a, fit.b, fit.c_mid, fit.r0)
-    return at if float(np.min(c)) <= at <= float(np.max(c)) else float("nan")
-
-
-def fit_to_target(fit: Fit, c: np.ndarray, target: float) -> float:
-    """The compute at which a curve fitted on the points `c` reaches `target`: from a fit (inf
-    when its A stays below the target), from a refusal at A's bound inside `c` only, else NaN."""
-    if fit.ok:
-        return compute_to_reach(target, fit.a, fit.b, fit.c_mid, fit.r0)
-    return target_inside(fit, c, target)

@@ -1,0 +1,161 @@
+"""One arm's sigmoid from all its seeds, its seed-jackknife intervals, and whether the data
+identify its asymptote at all.
+
+The arm's curve is fitted once to every seed's points (one A, B and C_mid; each seed keeps its
+own R0): averaging the noise over seeds before the nonlinear fit is what keeps A unbiased
+where single-seed fits are not (ScaleRL's grid start, then least squares on all three). The
+intervals come from the seeds, never from the residuals: a trajectory's evals share their
+problems, their sampling seed and the training path's wander, so its residuals are
+autocorrelated and any per-curve standard error is too small. Leaving one seed out at a time
+gives pseudo-values nθ − (n − 1)θ₍₋ₛ₎, one per seed, independent across seeds: their mean is the
+bias-corrected estimate and their t interval the jackknife interval (Quenouille–Tukey). A
+contrast pairs two arms' pseudo-values by seed.
+
+A is reported only when the data identify it (`unidentified` says why not, once per arm):
+- the pooled fit's A reaches the ceiling: the curves have not levelled off;
+- the pooled fit's midpoint is not bracketed by the observed compute with MARGIN to spare on
+  each side: a curve seen only up to (or just past) its midpoint fits a low A with an early
+  midpoint as well as the true one, and the fit takes the low one (simulated:
+  `python -m devtools curve-calibration`; a margin of 2 still showed a wrong A in 14-16% of
+  studies observed to half their midpoint, 3 in at most 2%);
+- B at the edge of its range (a step, or no bend).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import numpy as np
+from scipy import optimize
+
+from ablate.report.curves.fit import (
+    A_STEP,
+    B_RANGE,
+    C_MID_HIGH,
+    C_MID_LOW,
+    _shapes,
+    _ssr,
+    a_grid,
+    sigmoid,
+)
+
+#: A seed's points after the warm-up: (compute, pass@1, R0).
+Points = tuple[np.ndarray, np.ndarray, float]
+
+MARGIN = 3.0  # the midpoint must lie within [MARGIN × first compute, last compute / MARGIN]
+A_MAX = 1.5  # A may pass 1 in the refinement so that leave-one-out fits show A's real spread
+# The grid only finds the start of the least-squares refinement of all three parameters, so it
+# can be coarser than ScaleRL's (which is the estimate there): 10× fewer cells.
+GRID_C_MID = 60
+GRID_B = 16
+
+
+def _grid(curves: list[Points]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The A, C_mid and B grids every seed's residuals share."""
+    low = min(float(c.min()) for c, _, _ in curves)
+    high = max(float(c.max()) for c, _, _ in curves)
+    c_mid = np.geomspace(C_MID_LOW * low, C_MID_HIGH * high, GRID_C_MID)
+    a = a_grid(max(r0 for _, _, r0 in curves))
+    return a[1::2] if len(a) > 2 else a, c_mid, np.geomspace(*B_RANGE, GRID_B)
+
+
+def _residual_grids(curves: list[Points], grid) -> list[np.ndarray]:
+    a, c_mid, b = grid
+    return [_ssr(a - r0, _shapes(c, c_mid, b), r - r0) for c, r, r0 in curves]  # [A, C_mid, B]
+
+
+def _refine(curves: list[Points], grid, total: np.ndarray) -> np.ndarray:
+    """(A, ln B, ln C_mid) by least squares from the grid's best cell."""
+    a, c_mid, b = grid
+    i, j, k = np.unravel_index(np.argmin(total), total.shape)
+    floor = max(r0 for _, _, r0 in curves) + 1e-3
+    low = np.array([floor, np.log(B_RANGE[0]), np.log(c_mid[0])])
+    high = np.array([A_MAX, np.log(B_RANGE[1]), np.log(c_mid[-1])])
+    start = np.clip([a[i], np.log(b[k]), np.log(c_mid[j])], low + 1e-9, high - 1e-9)
+
+    def residuals(x: np.ndarray) -> np.ndarray:
+        return np.concatenate(
+            [sigmoid(c, x[0], np.exp(x[1]), np.exp(x[2]), r0) - r for c, r, r0 in curves]
+        )
+
+    def jacobian(x: np.ndarray) -> np.ndarray:
+        rows = []
+        for c, _, r0 in curves:
+            log_ratio = x[2] - np.log(c)
+            q = np.exp(np.clip(np.exp(x[1]) * log_ratio, -700, 700))
+            s = 1.0 / (1.0 + q)
+            common = -(x[0] - r0) * s * s * q * np.exp(x[1])
+            rows.append(np.stack([s, common * log_ratio, common], axis=1))
+        return np.concatenate(rows)
+
+    return optimize.least_squares(residuals, start, jac=jacobian, bounds=(low, high)).x
+
+
+@dataclass(frozen=True)
+class PooledFit:
+    """An arm's pooled sigmoid: `params` = (A, ln B, ln C_mid) on all seeds, `pseudo` the
+    seeds' jackknife pseudo-values [seeds, 3] (NaN rows below 2 seeds), why A is not
+    identified (empty: it is), and the compute the seeds were observed over."""
+
+    seeds: tuple[int, ...] = ()
+    params: np.ndarray = field(default_factory=lambda: np.full(3, np.nan))
+    pseudo: np.ndarray = field(default_factory=lambda: np.zeros((0, 3)))
+    unidentified: str = "no seed to fit"
+    first: float = float("nan")
+    last: float = float("nan")
+
+    @property
+    def identified(self) -> bool:
+        return not self.unidentified
+
+    def predict(self, c: np.ndarray, r0: float) -> np.ndarray:
+        a, log_b, log_c_mid = self.params
+        return sigmoid(c, a, float(np.exp(log_b)), float(np.exp(log_c_mid)), r0)
+
+
+def pooled_fit(by_seed: Mapping[int, Points], *, jackknife: bool = True) -> PooledFit:
+    """The arm's pooled fit, its jackknife pseudo-values (unless `jackknife` is False) and its
+    identifiability."""
+    seeds = tuple(sorted(by_seed))
+    curves = [by_seed[s] for s in seeds]
+    if not curves:
+        return PooledFit()
+    first = max(float(c.min()) for c, _, _ in curves)
+    last = min(float(c.max()) for c, _, _ in curves)
+    grid = _grid(curves)
+    if not len(grid[0]):
+        return PooledFit(seeds, unidentified="R0 leaves no asymptote to fit")
+    grids = _residual_grids(curves, grid)
+    total = sum(grids)
+    params = _refine(curves, grid, total)
+    n = len(curves)
+    pseudo = np.full((n, 3), np.nan)
+    if n >= 2 and jackknife:
+        for s in range(n):
+            keep = [q for q in range(n) if q != s]
+            loo = _refine([curves[q] for q in keep], grid, total - grids[s])
+            pseudo[s] = n * params - (n - 1) * loo
+    fit = PooledFit(seeds, params, pseudo, "", first, last)
+    return PooledFit(seeds, params, pseudo, unidentified(fit), first, last)
+
+
+def unidentified(fit: PooledFit) -> str:
+    """Why the data do not identify the arm's A (empty when they do)."""
+    a, log_b, log_c_mid = fit.params
+    c_mid = float(np.exp(log_c_mid))
+    if a >= 1.0 - A_STEP:
+        return f"not levelled off: the pooled fit's A ({a:.3f}) reaches the ceiling 1"
+    if c_mid * MARGIN > fit.last:
+        return (
+            f"the midpoint is not bracketed: C_mid ≈ {c_mid:,.3g} and the compute ends at "
+            f"{fit.last:,.3g}, under {MARGIN:g}× the midpoint"
+        )
+    if c_mid < MARGIN * fit.first:
+        return (
+            f"the midpoint is not bracketed: C_mid ≈ {c_mid:,.3g} lies within {MARGIN:g}× of "
+            f"the first fitted eval ({fit.first:,.3g})"
+        )
+    if not np.log(B_RANGE[0]) + 0.01 < log_b < np.log(B_RANGE[1]) - 0.01:
+        return "B at the edge of its range: the curve is a step or has not bent"
+    return ""
