@@ -1,0 +1,59 @@
+"""What a curve identifies without an asymptote (`curves.reach`) and the arm's pooled fit
+(`curves.pooled`), on values checked by hand."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from ablate.report.curves.fit import sigmoid
+from ablate.report.curves.pooled import MARGIN, pooled_fit
+from ablate.report.curves.reach import first_reach, isotonic, restricted_log, slope_per_decade
+
+
+def test_isotonic_pools_adjacent_violators_by_hand():
+    assert np.allclose(isotonic(np.array([1.0, 3.0, 2.0, 4.0])), [1, 2.5, 2.5, 4])
+    assert np.allclose(isotonic(np.array([3.0, 2.0, 1.0])), [2, 2, 2])
+    assert np.allclose(isotonic(np.array([0.1, 0.2, 0.3])), [0.1, 0.2, 0.3])
+
+
+def test_first_reach_interpolates_on_log_compute_and_censors_by_hand():
+    c = np.array([10.0, 100.0, 1000.0])
+    # target 0.6 halfway between 0.5 (at 10) and 0.7 (at 100): the geometric midpoint
+    assert first_reach(c, np.array([0.5, 0.7, 0.8]), 0.6) == pytest.approx(np.sqrt(10 * 100))
+    # a noisy dip is pooled: 0.7, 0.6 -> 0.65, 0.65, so 0.6 lies 2/3 of the way from 0.5 to 0.65
+    assert first_reach(c, np.array([0.5, 0.7, 0.6]), 0.6) == pytest.approx(10 ** (5 / 3))
+    assert first_reach(c, np.array([0.7, 0.8, 0.9]), 0.6) == 10.0  # reached by the first eval
+    assert first_reach(c, np.array([0.5, 0.55, 0.58]), 0.6) == np.inf  # censored
+    assert np.allclose(
+        restricted_log(np.array([50.0, np.inf, 2000.0]), 1000.0), np.log([50, 1000, 1000])
+    )
+
+
+def test_slope_per_decade_by_hand():
+    c = np.array([10.0, 100.0, 1000.0])
+    assert slope_per_decade(c, np.array([0.5, 0.6, 0.7])) == pytest.approx(0.1)
+    assert np.isnan(slope_per_decade(np.array([5.0, 5.0]), np.array([0.1, 0.2])))
+
+
+C = np.geomspace(6e4, 6e6, 20)
+
+
+def test_a_noise_free_arm_is_recovered_and_its_pseudo_values_equal_the_estimate():
+    r = sigmoid(C, 0.85, 1.2, 1.5e6, 0.52)
+    fit = pooled_fit({s: (C, r, 0.52) for s in range(3)})
+    assert fit.identified, fit.unidentified
+    a, log_b, log_c_mid = fit.params
+    assert a == pytest.approx(0.85, abs=1e-4) and np.exp(log_b) == pytest.approx(1.2, rel=1e-3)
+    assert np.exp(log_c_mid) == pytest.approx(1.5e6, rel=1e-3)
+    # identical seeds: leaving one out changes nothing, so every pseudo-value is the estimate
+    assert np.allclose(fit.pseudo, fit.params, atol=1e-4)
+
+
+def test_the_midpoint_must_lie_margin_times_inside_the_observed_compute():
+    inside = pooled_fit({0: (C, sigmoid(C, 0.85, 1.2, 6e6 / (MARGIN * 1.5), 0.52), 0.52)})
+    assert inside.identified, inside.unidentified
+    late = pooled_fit({0: (C, sigmoid(C, 0.85, 1.2, 6e6 / (MARGIN * 0.7), 0.52), 0.52)})
+    assert "midpoint is not bracketed" in late.unidentified
+    early = pooled_fit({0: (C, sigmoid(C, 0.85, 3.0, 6e4 * MARGIN * 0.7, 0.52), 0.52)})
+    assert "within 3× of the first fitted eval" in early.unidentified
