@@ -93,21 +93,33 @@ def check_task_data(task: str, task_options: Mapping[str, Any] | None = None) ->
 def check_results_dir(path: str | os.PathLike) -> Path:
     """The results folder, resolved, once it is known to be creatable and writable; creates
     nothing (a folder that does not exist yet is judged by its nearest existing parent)."""
+    return check_writable_dir(path, "results folder", "--results")
+
+
+def check_output_dir(path: str | os.PathLike, flag: str = "--out") -> Path:
+    """The folder a report is written to, checked like the results folder: before any
+    compute, so that a bad `--out` costs one line, not a trained study."""
+    return check_writable_dir(path, "report folder", flag)
+
+
+def check_writable_dir(path: str | os.PathLike, what: str, flag: str) -> Path:
+    """`path` resolved, once it is known to be a creatable, writable folder (`what` and `flag`
+    name it in the one-line error); creates nothing."""
     root = Path(path).expanduser().resolve()
     if root.exists() and not root.is_dir():
-        raise ConfigError(f"results folder {root} is a file: pass --results a folder")
+        raise ConfigError(f"{what} {root} is a file: pass {flag} a folder")
     probe = root
     while not probe.exists():
         probe = probe.parent
     if not probe.is_dir():
-        raise ConfigError(f"results folder {root} cannot be created: {probe} is a file")
+        raise ConfigError(f"{what} {root} cannot be created: {probe} is a file")
     try:  # os.access trusts mode bits; a real file tells read-only mounts and procfs too
         fd, name = tempfile.mkstemp(prefix=".ablate-probe-", dir=probe)
         os.close(fd)
         os.unlink(name)
     except OSError as exc:
-        what = "is not writable" if probe == root else f"cannot be created in {probe}"
-        raise ConfigError(f"results folder {root} {what} ({exc.strerror})") from None
+        where = "is not writable" if probe == root else f"cannot be created in {probe}"
+        raise ConfigError(f"{what} {root} {where} ({exc.strerror}): pass {flag} another") from None
     return root
 
 

@@ -30,11 +30,14 @@ def report(
     from rich.console import Console
 
     from ablate.errors import StudyError
+    from ablate.preflight import check_output_dir
     from ablate.report.render.build import report_study
     from ablate.report.render.reproduction import write_reproduction
 
     console = Console()
     loaded = _load_all(studies)
+    for study in loaded.values():  # before reading anything: a bad --out costs one line
+        check_output_dir(out / study.name)
     data = {}
     for path, study in loaded.items():
         uri = _checked_uri(results, study.name, path, tracking_uri, alone=len(loaded) == 1)

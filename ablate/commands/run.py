@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+from pathlib import Path
 from typing import Any
 
 import typer
@@ -35,12 +36,13 @@ def run(
     """Run a study: the Pass@G phase, then every trial not yet FINISHED (resumes), then report."""
     from ablate import tracking
     from ablate.commands.sequential import check_design, run_until_decided
-    from ablate.preflight import preflight_study
+    from ablate.preflight import check_output_dir, preflight_study
     from ablate.runner import store_errors
     from ablate.study import load_study
     from ablate.threads import apply_threads
 
     loaded = load_study(study)
+    check_output_dir(Path(out) / loaded.name)  # the report comes last: a bad --out fails first
     if until_decided:
         check_design(loaded)
     preflight_study(loaded, results, tracking_uri or None)
