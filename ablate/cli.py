@@ -3,6 +3,7 @@ libraries are imported inside the commands so that `ablate --help` stays fast.""
 
 from __future__ import annotations
 
+import errno
 import importlib
 import sys
 import warnings
@@ -10,6 +11,7 @@ import warnings
 import typer
 
 from ablate.commands import COMMAND_MODULES
+from ablate.durable import is_disk_error
 from ablate.errors import AblateError, AblateWarning
 
 
@@ -67,6 +69,13 @@ def main(argv: list[str] | None = None) -> int:
         code = app(args=argv, standalone_mode=False)
     except AblateError as exc:
         typer.secho(f"error: {exc}", fg=typer.colors.RED, err=True)
+        return 2
+    except OSError as exc:
+        if not (is_disk_error(exc) or exc.errno in (errno.ENOTDIR, errno.EISDIR)):
+            raise
+        # a disk that fills or turns read-only after the checks (the report's files, a cache)
+        where = f" {exc.filename}" if exc.filename else ""
+        typer.secho(f"error: cannot write{where}: {exc.strerror}", fg=typer.colors.RED, err=True)
         return 2
     except KeyboardInterrupt:
         typer.secho("interrupted", err=True)

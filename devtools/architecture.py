@@ -37,6 +37,7 @@ FLOORS: dict[str, int] = {
             "machine",
             "lazy",
             "locks",
+            "durable",
         ),
         0,
     ),

@@ -61,7 +61,26 @@ def run(
     store = tracking.open_store(tracking_uri or tracking.default_uri(results))
     with store_errors(store):  # the store can also fail after the last trial
         print_summary(loaded, outcomes, results, tracking_uri or None)
-        write_report(loaded, results, out, tracking_uri or None)
+        runs = store.runs(loaded.name).runs
+        if not runs.empty and (runs["status"] == "FINISHED").any():
+            write_report(loaded, results, out, tracking_uri or None)
+        else:
+            typer.echo("no report: no trial of the study has finished")
+    if failed := failed_trials(outcomes):
+        typer.secho(f"error: {failed}", fg=typer.colors.RED, err=True)
+        raise typer.Exit(1)  # as `ablate train` does: a script sees that trials are missing
+
+
+def failed_trials(outcomes) -> str:
+    """One line naming the trials that failed (not diverged: that is a result), or ""."""
+    failed = [o for o in outcomes if o.outcome == "failed"]
+    if not failed:
+        return ""
+    names = "; ".join(f"{o.arm} | {o.model} | {o.template} | seed {o.seed}" for o in failed)
+    return (
+        f"{len(failed)} of {len(outcomes)} trials failed ({names}): their reasons are printed "
+        "above and kept in the results store; a rerun retries them"
+    )
 
 
 def write_report(study, results: str, out: str, tracking_uri: str | None) -> None:
