@@ -42,16 +42,36 @@ def preflight_study(
     check_store(tracking_uri or tracking.default_uri(root))
     models = list(dict.fromkeys(model for _, model, _, _ in study.cells()))
     problems = []
+    passk_n = study.passk.n if study.passk is not None else None
     for check in (
         lambda: check_models(models),
         lambda: check_task_data(study.task, study.task_options),
+        lambda: check_sizes(study.budget, study.eval, models, study.device, passk_n),
     ):
         try:
             check()
         except ConfigError as exc:
             problems.append(str(exc))
     if problems:
-        raise ConfigError("; ".join(problems))
+        raise ConfigError("; ".join(dict.fromkeys(problems)))
+
+
+def check_sizes(budget, eval, models: Iterable[str], device: str, passk_n=None) -> None:
+    """Every size against each model's positions and the memory of `device`
+    (`ablate.resources`); one ConfigError naming each field and its limit."""
+    from ablate.models import resolve_model_path
+    from ablate.resources import memory_limit, model_limits, size_problems
+
+    memory = memory_limit(device)
+    problems = []
+    for model in models:
+        try:
+            limits = model_limits(resolve_model_path(model))
+        except ConfigError:
+            continue  # check_models says why it does not load
+        problems += size_problems(budget, eval, model, limits, memory, passk_n)
+    if problems:
+        raise ConfigError("; ".join(dict.fromkeys(problems)))
 
 
 def check_models(names_or_paths: Iterable[str | os.PathLike]) -> None:

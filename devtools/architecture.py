@@ -85,6 +85,7 @@ FLOORS: dict[str, int] = {
             "arms",
             "study_checks",
             "preflight",
+            "resources",
             "runner",
             "lease",
             "distributed",

@@ -74,3 +74,49 @@ def test_report_folder_of_the_study_being_a_file_is_refused(study_file, tmp_path
     assert main(["run", str(study_file), "--results", str(results), "--out", str(out)]) == 2
     assert one_error(capsys).endswith(f"{out.resolve() / 'inputs'} is a file: pass --out a folder")
     assert not results.exists()
+
+
+#: A size a study can give -> words its one-line refusal must hold (the field and its limit).
+ABSURD = {
+    "max_new_tokens=1e9": ("Budget: max_new_tokens=1000000000.0 must be an integer",),
+    "max_new_tokens=10**9": (
+        "max_new_tokens=1000000000 leaves no room for a prompt in hopeless's 192 positions",
+        "use at most 191",
+    ),
+    "group_size=10**9": ("Budget: group_size=1000000000 is more than", "group_size <= "),
+    "prompts_per_step=10**9": ("prompts_per_step=1000000000 is more than", "prompts_per_step <= "),
+    "max_steps='5'": ("Budget: max_steps='5' must be an integer",),
+}
+
+
+@pytest.mark.parametrize("size", list(ABSURD))
+def test_an_absurd_size_is_one_line_naming_the_field_and_its_limit(size, tmp_path, capsys):
+    study = tmp_path / "absurd.py"
+    budget = "max_steps=2, prompts_per_step=2, group_size=2, max_new_tokens=8"
+    text = textwrap.dedent(STUDY).replace(budget, f"**{{**dict({budget}), **dict({size})}}")
+    study.write_text(text)
+    results, out = tmp_path / "results", tmp_path / "out"
+    assert main(["run", str(study), "--results", str(results), "--out", str(out)]) == 2
+    line = one_error(capsys)
+    assert all(words in line for words in ABSURD[size]), line
+    assert not results.exists() and not out.exists()
+
+
+def test_the_memory_floor_by_hand():
+    from ablate.resources import BYTES_PER_TOKEN, size_problems
+    from ablate.spec import Budget, EvalSpec
+
+    assert BYTES_PER_TOKEN == 33
+    budget = Budget(prompts_per_step=2, group_size=2, max_new_tokens=10)
+    limits = {"positions": 100, "vocab": 10, "hidden_bytes": 0, "weight_bytes": 0}
+    # 4 sequences × 10 tokens × 33 bytes + one sequence's logits (10 × 10 × 4 bytes) = 1720
+    assert size_problems(budget, EvalSpec(n_samples=4), "m", limits, (1720, "RAM")) == []
+    (line,) = size_problems(budget, EvalSpec(n_samples=3), "m", limits, (1719, "RAM"))
+    # room for (1719 - 400) // 330 = 3 sequences; the field furthest above its default is
+    # named (a tie: the first), and at group_size 2 it fits (1319 × 10) // (330 × 20) = 1 prompt
+    assert line.startswith("Budget: prompts_per_step=2 is more than RAM can hold")
+    assert "= 40 tokens needs at least 1.7 kB" in line and line.endswith("prompts_per_step <= 1")
+    (line,) = size_problems(Budget(max_new_tokens=100), EvalSpec(), "m", limits, None)
+    assert line.endswith("m's 100 positions: use at most 99")
+    (line,) = size_problems(budget, EvalSpec(n_samples=4), "m", limits, (1720, "RAM"), 5)
+    assert line.startswith("PassKSpec: n=5 is more than RAM can hold") and "at most 4" in line
