@@ -123,14 +123,18 @@ def _write_files(tmp: Path, step, model, optimizer, scheduler, state, estimator_
 
 
 def verify(folder: Path) -> dict[str, Any]:
-    """The manifest of a checkpoint whose every file matches its hash; CorruptCheckpoint
-    naming the first file that does not."""
+    """The manifest of a checkpoint that lists every file of a checkpoint, each matching its
+    hash; CorruptCheckpoint naming the first thing that does not."""
     manifest_path = folder / MANIFEST
     try:
         manifest = json.loads(manifest_path.read_text())
         hashes = manifest["sha256"]
+        listed = set(hashes)
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise CorruptCheckpoint(f"{manifest_path}: unreadable manifest ({exc})") from None
+    if missing := [name for name in (WEIGHTS, TRAINER, STATE) if name not in listed]:
+        # a manifest that lists nothing would vouch for nothing: not a whole checkpoint
+        raise CorruptCheckpoint(f"{manifest_path} does not list {', '.join(missing)}")
     for name, expected in hashes.items():
         path = folder / name
         if not path.is_file():
@@ -175,7 +179,8 @@ def load_latest(
             return _restore(folder, model, optimizer, scheduler, estimator)
         except Exception as exc:  # intact files that do not fit this trial's model
             raise TrialError(
-                f"{folder} does not load ({type(exc).__name__}: {exc}); it was not written by "
-                "this trial: use a fresh run_dir"
+                f"{folder} matches its manifest but does not load into this trial's model "
+                f"({type(exc).__name__}: {str(exc)[:300]}); a checkpoint of another model or "
+                "version: use a fresh run_dir"
             ) from None
     return None

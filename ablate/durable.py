@@ -68,7 +68,7 @@ def write_atomic(path: str | os.PathLike, data: bytes | str) -> Path:
 
 def read_valid(path: str | os.PathLike, parse: Callable[[Path], T], what: str) -> T | None:
     """`parse(path)`, or None when the file is missing, empty or does not parse (then with a
-    warning naming it and saying that `what` is recomputed)."""
+    warning naming it and ending with `what` happens instead, e.g. "it is measured again")."""
     path = Path(path)
     if not path.is_file():
         return None
@@ -79,7 +79,7 @@ def read_valid(path: str | os.PathLike, parse: Callable[[Path], T], what: str) -
     except Exception as exc:
         reason = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
         warnings.warn(
-            f"{path} is empty or partial ({reason}): {what} is recomputed",
+            f"{path} is empty or partial ({reason}): {what}",
             UnreadableFileWarning,
             stacklevel=2,
         )

@@ -76,6 +76,7 @@ def run_study(
     by one of them (`ablate.lease`), the others skip it. `select` (a sequential design's look)
     runs only the trials it accepts; the plan stays the whole study, and ids do not change."""
     from ablate import tracking
+    from ablate.durable import write_atomic
     from ablate.passk_phase import passk_phase
     from ablate.preflight import preflight_study
 
@@ -94,9 +95,7 @@ def run_study(
         if study.passk is not None:
             _notify(hooks.on_phase, "passk")
             table = passk_phase(study, paths["passk"], hooks.on_passk)  # cached per cell
-            csv = paths["study"] / "passk.csv"
-            csv.parent.mkdir(parents=True, exist_ok=True)
-            table.to_csv(csv, index=False)
+            csv = write_atomic(paths["study"] / "passk.csv", table.to_csv(index=False))
             parent.attach(csv)
         _notify(hooks.on_phase, "trials")
         statuses = parent.trial_status()
