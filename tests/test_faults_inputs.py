@@ -120,3 +120,55 @@ def test_the_memory_floor_by_hand():
     assert line.endswith("m's 100 positions: use at most 99")
     (line,) = size_problems(budget, EvalSpec(n_samples=4), "m", limits, (1720, "RAM"), 5)
     assert line.startswith("PassKSpec: n=5 is more than RAM can hold") and "at most 4" in line
+
+
+def _dead_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_a_tracking_server_left_down_is_one_line_before_anything_starts(
+    study_file, tmp_path, capsys
+):
+    uri = f"http://127.0.0.1:{_dead_port()}"
+    results = tmp_path / "results"
+    argv = ["run", str(study_file), "--results", str(results), "--tracking-uri", uri]
+    assert main(argv) == 2
+    line = one_error(capsys)
+    assert line.startswith(f"error: tracking server {uri} does not answer (")
+    assert "Connection refused" in line and not results.exists()
+
+
+def test_a_server_that_stops_answering_is_said_at_its_first_retry(monkeypatch):
+    from mlflow.exceptions import MlflowException
+
+    from ablate.tracking.mlflow_client import client
+    from ablate.tracking.mlflow_http import TrackingServerWarning, retry_seconds
+
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "3")
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR", "0")  # MLflow takes integers
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_BACKOFF_JITTER", "0")
+    assert retry_seconds() == 0
+    api = client(f"http://127.0.0.1:{_dead_port()}")
+    with pytest.warns(TrackingServerWarning) as said, pytest.raises(MlflowException):
+        api.search_experiments()
+    assert len(said) == 1  # one warning per outage, not one per retry
+    text = str(said[0].message)
+    assert "the tracking server stopped answering at " in text
+    assert "retrying for up to 0 s (each try waits up to " in text
+
+
+def test_unset_retries_default_to_about_half_a_minute(monkeypatch):
+    from ablate.tracking.mlflow_http import RETRY_DEFAULTS, prepare, retry_seconds
+
+    for name in (*RETRY_DEFAULTS, "MLFLOW_HTTP_REQUEST_BACKOFF_JITTER"):
+        monkeypatch.setenv(name, "")  # recorded, so that what `prepare` sets is undone
+        monkeypatch.delenv(name)
+    # MLflow's own: 7 retries, factor 2, each sleep + up to 1 s of jitter, capped at 120 s
+    assert retry_seconds() == 5 + 9 + 17 + 33 + 65 + 120
+    prepare("http://127.0.0.1:1")
+    assert retry_seconds() == 2 + 4 + 8 + 16 + 4  # 5 retries, factor 1, jitter <= 1 s each
+    prepare("sqlite:////tmp/x.db")  # a database keeps MLflow's defaults
