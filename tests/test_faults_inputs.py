@@ -172,3 +172,31 @@ def test_unset_retries_default_to_about_half_a_minute(monkeypatch):
     prepare("http://127.0.0.1:1")
     assert retry_seconds() == 2 + 4 + 8 + 16 + 4  # 5 retries, factor 1, jitter <= 1 s each
     prepare("sqlite:////tmp/x.db")  # a database keeps MLflow's defaults
+
+
+HOSTILE_ARM = "<img src=x onerror=alert(1)>"
+
+
+def test_report_markdown_shows_an_arm_named_like_html_as_text():
+    from ablate.report.data.table import Table
+    from ablate.report.render.formats import markdown_text, to_markdown
+
+    table = Table(f"{HOSTILE_ARM} vs grpo", [{"arm": HOSTILE_ARM, "Δ": 0.5}], name="t")
+    text = to_markdown(table)
+    assert "<img" not in text and text.count("&lt;img src=x onerror=alert(1)>") == 2
+    assert markdown_text("a|b </b> <!-- c") == "a\\|b &lt;/b> &lt;!-- c"
+    assert markdown_text("only k < 3 seeds") == "only k < 3 seeds"  # not a tag: left as is
+
+
+def test_report_csv_cells_never_start_a_spreadsheet_formula(tmp_path):
+    import pandas as pd
+
+    from ablate.report.data.table import Table
+    from ablate.report.render.formats import write_table
+
+    arms = ['=HYPERLINK("http://x","y")', "+1+1", "-x", "@SUM(A1)", "grpo", "-0.5"]
+    rows = [{"arm": a, "Δ": -0.25} for a in arms]
+    _, _, csv = write_table(Table("c", rows, name="t"), tmp_path)
+    back = pd.read_csv(csv, dtype=str)
+    assert list(back["arm"]) == [f"'{a}" for a in arms[:4]] + ["grpo", "-0.5"]
+    assert set(back["Δ"]) == {"-0.25"}  # numbers stay numbers
