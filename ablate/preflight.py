@@ -39,7 +39,9 @@ def preflight_study(
     store (`tracking_uri`, default the folder's) first, at once, no model loaded; then every base
     model and the task's data, their problems in one ConfigError."""
     root = check_results_dir(results_dir)
-    check_store(tracking_uri or tracking.default_uri(root))
+    uri = tracking_uri or tracking.default_uri(root)
+    check_store(uri)
+    check_sqlite_file(tracking.open_store(uri).lease_url(root))
     models = list(dict.fromkeys(model for _, model, _, _ in study.cells()))
     problems = []
     passk_n = study.passk.n if study.passk is not None else None
@@ -148,6 +150,29 @@ def check_store(uri: str) -> None:
     problem = tracking.open_store(uri).write_problem()
     if problem:
         raise ConfigError(problem)
+    check_sqlite_file(uri)
+
+
+#: The first bytes of every SQLite database file.
+SQLITE_HEADER = b"SQLite format 3\x00"
+
+
+def check_sqlite_file(url: str) -> None:
+    """A `sqlite:///` database that exists is one (not an empty, truncated-to-nothing or
+    foreign file), named in the ConfigError; other URLs pass."""
+    prefix = "sqlite:///"
+    if not url.startswith(prefix):
+        return
+    path = Path(url[len(prefix) :])
+    if not path.is_file() or path.stat().st_size == 0:  # SQLite makes an empty file its own
+        return
+    with path.open("rb") as handle:
+        header = handle.read(len(SQLITE_HEADER))
+    if header != SQLITE_HEADER:
+        raise ConfigError(
+            f"{path} is not an SQLite database (damaged, or another file): move it away to "
+            "start afresh, or restore it"
+        )
 
 
 def _model_problem(name: str) -> str | None:

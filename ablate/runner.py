@@ -123,15 +123,18 @@ def _close_parent(parent, outcomes: list[TrialOutcome]) -> None:
 
 
 @contextlib.contextmanager
-def store_errors(store: StudyStore, trial: Trial | None = None) -> Iterator[None]:
+def store_errors(
+    store: StudyStore, trial: Trial | None = None, where: str | None = None
+) -> Iterator[None]:
     """A failure of the results store (database, tracking server, leases, disk), as the store
-    classifies its own errors, raised as one `StoreError`."""
+    classifies its own errors, raised as one `StoreError` naming `where` (default: the store's
+    URI; the lease database's for lease calls)."""
     try:
         yield
     except Exception as exc:
         if isinstance(exc, StoreError) or not store.is_failure(exc):
             raise
-        raise _store_error(exc, trial) from exc
+        raise _store_error(exc, trial, where or store.uri) from exc
 
 
 def identified_trials(study: Study) -> list[Trial]:
@@ -208,8 +211,9 @@ def run_trial(
     from ablate.lease import LeaseStore, TrialLease
 
     store = tracking.open_store(uri)
-    with store_errors(store, trial):
-        leases = LeaseStore(store.lease_url(Path(study_dir).parent))
+    lease_url = store.lease_url(Path(study_dir).parent)
+    with store_errors(store, trial, where=lease_url):
+        leases = LeaseStore(lease_url)
         lease = TrialLease(leases, f"{study.name}/{trial.id}")
         holder = lease.acquire()
     if holder is not None:
@@ -239,7 +243,7 @@ def _run_leased(study, trial, store, study_dir, hooks, position, lease) -> Trial
         tracker.log_dict(trial.spec.as_dict(), "config.json")
     except Exception as exc:
         if store.is_failure(exc):
-            raise _store_error(exc, trial) from exc
+            raise _store_error(exc, trial, store.uri) from exc
         raise
 
     def on_step(step: int, total: int, metrics: dict[str, float]) -> None:
@@ -255,7 +259,7 @@ def _run_leased(study, trial, store, study_dir, hooks, position, lease) -> Trial
         return _outcome(trial, "skipped", str(exc))
     except Exception as exc:
         if store.is_failure(exc):
-            raise _store_error(exc, trial) from exc
+            raise _store_error(exc, trial, store.uri) from exc
         message = "".join(traceback.format_exception_only(type(exc), exc)).strip()
         _close_failed(tracker, message)
         out = _outcome(trial, "failed", message)
@@ -264,14 +268,20 @@ def _run_leased(study, trial, store, study_dir, hooks, position, lease) -> Trial
     return out
 
 
-def _store_error(exc: BaseException, trial: Trial | None = None) -> StoreError:
-    while exc.__cause__ is not None:  # the database's own words, not a wrapper's
+def failure_words(exc: BaseException) -> str:
+    """`Type: first line` of the innermost cause: the database's own words, not a wrapper's."""
+    while exc.__cause__ is not None:
         exc = exc.__cause__
     first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-    where = "" if trial is None else f" at trial {trial.id} ({trial.arm}, seed {trial.spec.seed})"
+    return f"{type(exc).__name__}: {first[:300]}"
+
+
+def _store_error(exc: BaseException, trial: Trial | None = None, uri: str = "") -> StoreError:
+    at = "" if trial is None else f" at trial {trial.id} ({trial.arm}, seed {trial.spec.seed})"
+    where = f"{uri}: " if uri else ""
     return StoreError(
-        f"the results store cannot be written ({type(exc).__name__}: {first[:300]}); the study "
-        f"stopped{where}. Fix it and rerun: finished trials are kept and the others resume "
+        f"the results store cannot be written ({where}{failure_words(exc)}); the study "
+        f"stopped{at}. Fix it and rerun: finished trials are kept and the others resume "
         "from their last checkpoint"
     )
 

@@ -200,3 +200,56 @@ def test_report_csv_cells_never_start_a_spreadsheet_formula(tmp_path):
     back = pd.read_csv(csv, dtype=str)
     assert list(back["arm"]) == [f"'{a}" for a in arms[:4]] + ["grpo", "-0.5"]
     assert set(back["Δ"]) == {"-0.25"}  # numbers stay numbers
+
+
+def test_report_on_a_database_that_is_not_one_is_one_line_naming_it(study_file, tmp_path, capsys):
+    results, out = tmp_path / "results", tmp_path / "out"
+    results.mkdir()
+    (results / "mlflow.db").write_bytes(bytes(range(256)) * 16)
+    assert main(["report", str(study_file), "--results", str(results), "--out", str(out)]) == 2
+    line = one_error(capsys)
+    assert line.startswith(f"error: {results.resolve() / 'mlflow.db'} is not an SQLite database")
+    assert not out.exists()
+
+
+def test_report_on_a_truncated_database_is_one_line_naming_it(study_file, tmp_path, capsys):
+    from ablate import tracking
+
+    results, out = tmp_path / "results", tmp_path / "out"
+    uri = tracking.default_uri(results)
+    tracking.open_store(uri).init()
+    db = results / "mlflow.db"
+    db.write_bytes(db.read_bytes()[: db.stat().st_size // 3])  # a copy cut short
+    assert main(["report", str(study_file), "--results", str(results), "--out", str(out)]) == 2
+    line = one_error(capsys)
+    assert line.startswith(f"error: the results store {uri} cannot be read (DatabaseError: ")
+    assert not out.exists()
+
+
+def test_run_on_a_damaged_lease_database_is_one_line_naming_it(study_file, tmp_path, capsys):
+    results = tmp_path / "results"
+    results.mkdir()
+    (results / "leases.db").write_bytes(b"\x00garbage" * 100)
+    assert main(["run", str(study_file), "--results", str(results)]) == 2
+    line = one_error(capsys)
+    assert line.startswith(f"error: {results.resolve() / 'leases.db'} is not an SQLite database")
+    assert sorted(p.name for p in results.iterdir()) == ["leases.db"]  # nothing written
+
+
+def test_a_store_failure_names_the_database_that_failed(tmp_path):
+    import sqlite3
+
+    from ablate import tracking
+    from ablate.errors import StoreError
+    from ablate.runner import store_errors
+
+    store = tracking.open_store(tracking.default_uri(tmp_path))
+    leases = f"sqlite:///{tmp_path / 'leases.db'}"
+    with pytest.raises(StoreError) as raised, store_errors(store, where=leases):
+        raise sqlite3.DatabaseError("database disk image is malformed")
+    assert str(raised.value).startswith(
+        f"the results store cannot be written ({leases}: DatabaseError: database disk image is "
+        "malformed); the study stopped."
+    )
+    with pytest.raises(StoreError, match=f"\\({store.uri}: OSError: "), store_errors(store):
+        raise OSError(28, "No space left on device")
