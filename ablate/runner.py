@@ -17,9 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ablate.errors import StoreError
+from ablate.store_failures import store_error, store_errors
 from ablate.study import Study, Trial
-from ablate.tracking import StudyStore
 from ablate.tracking import tags as tag
 
 TrialStart = Callable[[Trial, int, int], None]
@@ -120,21 +119,6 @@ def _close_parent(parent, outcomes: list[TrialOutcome]) -> None:
     statuses = parent.trial_status() if elsewhere else {}
     if all(statuses.get(trial_id) == "FINISHED" for trial_id in elsewhere):
         parent.close("FINISHED")
-
-
-@contextlib.contextmanager
-def store_errors(
-    store: StudyStore, trial: Trial | None = None, where: str | None = None
-) -> Iterator[None]:
-    """A failure of the results store (database, tracking server, leases, disk), as the store
-    classifies its own errors, raised as one `StoreError` naming `where` (default: the store's
-    URI; the lease database's for lease calls)."""
-    try:
-        yield
-    except Exception as exc:
-        if isinstance(exc, StoreError) or not store.is_failure(exc):
-            raise
-        raise _store_error(exc, trial, where or store.uri) from exc
 
 
 def identified_trials(study: Study) -> list[Trial]:
@@ -243,7 +227,7 @@ def _run_leased(study, trial, store, study_dir, hooks, position, lease) -> Trial
         tracker.log_dict(trial.spec.as_dict(), "config.json")
     except Exception as exc:
         if store.is_failure(exc):
-            raise _store_error(exc, trial, store.uri) from exc
+            raise store_error(exc, trial, store.uri) from exc
         raise
 
     def on_step(step: int, total: int, metrics: dict[str, float]) -> None:
@@ -257,33 +241,19 @@ def _run_leased(study, trial, store, study_dir, hooks, position, lease) -> Trial
         tracker.close("FAILED" if result.outcome == "failed" else "FINISHED")
     except LeaseLost as exc:
         return _outcome(trial, "skipped", str(exc))
+    except KeyboardInterrupt:  # Ctrl-C, SIGTERM, a worker's coordinator gone: stopped, not failed
+        with contextlib.suppress(Exception):
+            tracker.close("KILLED")  # a rerun resumes this run from its last checkpoint
+        raise
     except Exception as exc:
         if store.is_failure(exc):
-            raise _store_error(exc, trial, store.uri) from exc
+            raise store_error(exc, trial, store.uri) from exc
         message = "".join(traceback.format_exception_only(type(exc), exc)).strip()
         _close_failed(tracker, message)
         out = _outcome(trial, "failed", message)
     else:
         out = _outcome(trial, result.outcome, result.message, result.final_eval)
     return out
-
-
-def failure_words(exc: BaseException) -> str:
-    """`Type: first line` of the innermost cause: the database's own words, not a wrapper's."""
-    while exc.__cause__ is not None:
-        exc = exc.__cause__
-    first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-    return f"{type(exc).__name__}: {first[:300]}"
-
-
-def _store_error(exc: BaseException, trial: Trial | None = None, uri: str = "") -> StoreError:
-    at = "" if trial is None else f" at trial {trial.id} ({trial.arm}, seed {trial.spec.seed})"
-    where = f"{uri}: " if uri else ""
-    return StoreError(
-        f"the results store cannot be written ({where}{failure_words(exc)}); the study "
-        f"stopped{at}. Fix it and rerun: finished trials are kept and the others resume "
-        "from their last checkpoint"
-    )
 
 
 def _close_failed(tracker, message: str) -> None:
@@ -297,8 +267,11 @@ def _close_failed(tracker, message: str) -> None:
         warnings.warn(f"could not record the failed trial in the store: {exc}", stacklevel=2)
 
 
-#: a worker process's end of the progress queue (set by `_worker_init`)
+#: a worker process's end of the progress queue (set by `_worker_init`; None once the worker
+#: stops: its coordinator may be gone, and a put would end in a BrokenPipeError traceback)
 _PROGRESS: Any = None
+#: whether the worker process is inside a trial (a stop there marks the trial's run KILLED)
+_IN_TRIAL = False
 
 
 def _worker_init(threads: int, progress: Any) -> None:
@@ -314,17 +287,58 @@ def _worker_init(threads: int, progress: Any) -> None:
     # the coordinating process printed them when the study loaded; a worker would repeat
     # them once per trial, with a source location
     warnings.simplefilter("ignore", AblateWarning)
+    _stop_with_coordinator()
+
+
+def _stop_with_coordinator() -> None:
+    """A worker stops when its coordinator stops it (the pool's SIGTERM; Ctrl-C reaches the
+    coordinator, which stops the pool) or is gone (SIGKILL: the kernel's SIGTERM on Linux, the
+    parent watch elsewhere): its trial's run marked KILLED, its lease released, no traceback."""
+    import os
+    import signal
+
+    from ablate.errors import Interrupted
+    from ablate.lifetime import die_with_parent, watch_parent
+
+    def stop(signum, frame) -> None:
+        global _PROGRESS
+        _PROGRESS = None
+        # once: the kernel's SIGTERM and the parent watch's both come, and a second one would
+        # break off the closing of the trial's run that the first one started
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        if _IN_TRIAL:
+            raise Interrupted(signum)
+        os._exit(128 + signum)  # between trials: nothing to close
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, stop)
+    die_with_parent(signal.SIGTERM)
+    watch_parent(lambda: os.kill(os.getpid(), signal.SIGTERM))
+
+
+def _relay(event: tuple) -> None:
+    if _PROGRESS is not None:
+        _PROGRESS.put(event)
 
 
 def _run_in_worker(args: tuple) -> TrialOutcome:
+    import os
+
+    global _IN_TRIAL
     study, trial, uri, study_dir = args
 
     def on_step(step: int, total: int, metrics: dict[str, float]) -> None:
         relayed = {k: float(metrics[k]) for k in PROGRESS_KEYS if k in metrics}
-        _PROGRESS.put((trial.id, step, total, relayed))
+        _relay((trial.id, step, total, relayed))
 
-    hooks = RunHooks(on_trial_start=lambda *_: _PROGRESS.put((trial.id, 0, 0, {})), on_step=on_step)
-    return run_trial(study, trial, uri, study_dir, hooks, 0, 1)
+    hooks = RunHooks(on_trial_start=lambda *_: _relay((trial.id, 0, 0, {})), on_step=on_step)
+    _IN_TRIAL = True
+    try:
+        return run_trial(study, trial, uri, study_dir, hooks, 0, 1)
+    except KeyboardInterrupt as exc:  # stopped: the run is KILLED and the lease released
+        os._exit(128 + getattr(exc, "signum", 15))
+    finally:
+        _IN_TRIAL = False
 
 
 def _relay_progress(queue: Any, trials: dict[str, Trial], hooks: RunHooks) -> None:

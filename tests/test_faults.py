@@ -280,3 +280,28 @@ def test_ablate_run_exits_1_naming_the_failed_trials(study_path, tmp_path, monke
     assert "ValueError: a bug in the trial" in captured.out  # the reason, in the summary
     runs = tracking.open_store(tracking.default_uri(results)).runs("faults").runs
     assert list(runs["status"]) == ["FAILED"]
+
+
+@pytest.mark.parametrize("signame", ["SIGTERM", "SIGINT"])
+def test_sigterm_or_sigint_marks_the_run_killed_in_one_line_then_a_rerun_resumes(
+    signame, study_path, reference, tmp_path
+):
+    import signal
+
+    results = tmp_path / "results"
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "ABLATE_FAULT": f"step_logged@4:{signame}"}
+    cmd = [sys.executable, "-m", "ablate.cli", "run", str(study_path), "--results", str(results)]
+    stopped = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+    signum = getattr(signal, signame)
+    assert stopped.returncode == 128 + signum, stopped.stderr[-2000:]
+    said = [x for x in stopped.stderr.splitlines() if not x.startswith("warning: ")]
+    assert said == [f"interrupted by {signame}: a rerun resumes where it stopped"], said
+    uri = tracking.default_uri(results)
+    study = load_study(study_path)
+    assert list(tracking.open_store(uri).runs(study.name).runs["status"]) == ["KILLED"]
+    assert parent_status(uri, study.name) == "KILLED"
+    (outcome,) = run_study(study, results_dir=results)  # resumes the same run
+    assert outcome.outcome == "finished"
+    assert list(tracking.open_store(uri).runs(study.name).runs["status"]) == ["FINISHED"]
+    assert_exactly_once(study, uri)
+    assert reward_curve(uri, study) == reference

@@ -241,7 +241,7 @@ def test_a_store_failure_names_the_database_that_failed(tmp_path):
 
     from ablate import tracking
     from ablate.errors import StoreError
-    from ablate.runner import store_errors
+    from ablate.store_failures import store_errors
 
     store = tracking.open_store(tracking.default_uri(tmp_path))
     leases = f"sqlite:///{tmp_path / 'leases.db'}"

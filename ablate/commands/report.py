@@ -67,7 +67,7 @@ def readable(uri: str) -> Iterator[None]:
     from ablate.durable import is_disk_error
     from ablate.errors import AblateError, StoreError
     from ablate.preflight import check_sqlite_file
-    from ablate.runner import failure_words
+    from ablate.store_failures import failure_words
 
     check_sqlite_file(uri)
     store = tracking.open_store(uri)

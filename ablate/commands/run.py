@@ -37,7 +37,7 @@ def run(
     from ablate import tracking
     from ablate.commands.sequential import check_design, run_until_decided
     from ablate.preflight import check_output_dir, preflight_study
-    from ablate.runner import store_errors
+    from ablate.store_failures import store_errors
     from ablate.study import load_study
     from ablate.threads import apply_threads
 

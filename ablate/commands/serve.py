@@ -131,17 +131,6 @@ if send(signal.SIGTERM):
 """
 
 
-def _die_with_parent() -> None:
-    """In the server's first process, before exec: SIGTERM when ablate dies (Linux)."""
-    import ctypes
-    import signal
-    import sys
-
-    if sys.platform.startswith("linux"):
-        pr_set_pdeathsig = 1
-        ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM, 0, 0, 0)
-
-
 def serve_until_signalled(cmd: list[str]) -> int:
     """Run `cmd` in a new process group until it exits or ablate gets SIGTERM / SIGINT; then
     stop the whole group (SIGTERM, SIGKILL after `STOP_GRACE_S`). Returns the exit status:
@@ -151,8 +140,10 @@ def serve_until_signalled(cmd: list[str]) -> int:
     import subprocess
     import sys
 
-    child = subprocess.Popen(
-        cmd, env=os.environ.copy(), start_new_session=True, preexec_fn=_die_with_parent
+    from ablate.lifetime import die_with_parent
+
+    child = subprocess.Popen(  # SIGTERM from the kernel once ablate dies (Linux)
+        cmd, env=os.environ.copy(), start_new_session=True, preexec_fn=die_with_parent
     )
     guard = subprocess.Popen(
         [sys.executable, "-c", GUARD, str(os.getpid()), str(child.pid), str(STOP_GRACE_S)],
