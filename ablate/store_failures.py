@@ -36,6 +36,10 @@ def failure_words(exc: BaseException) -> str:
 
 
 def store_error(exc: BaseException, trial: Trial | None = None, uri: str = "") -> StoreError:
+    """The StoreError of `exc`, naming `uri` (the store that failed), or the file when the disk
+    failed under a file of the results folder (a checkpoint, a cache)."""
+    if isinstance(exc, OSError) and exc.filename:
+        uri = str(exc.filename)
     at = "" if trial is None else f" at trial {trial.id} ({trial.arm}, seed {trial.spec.seed})"
     where = f"{uri}: " if uri else ""
     return StoreError(
