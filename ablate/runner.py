@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ablate.errors import StoreError
 from ablate.store_failures import store_error, store_errors
 from ablate.study import Study, Trial
 from ablate.tracking import tags as tag
@@ -145,9 +146,13 @@ def setup_lock(root: Path) -> Iterator[None]:
 
 @contextlib.contextmanager
 def _parent_closed_on_error(parent) -> Iterator[None]:
-    """A study that stops early never leaves its parent run RUNNING (if the store can say so)."""
+    """A study that stops early never leaves its parent run RUNNING (if the store can say so:
+    after a store failure it is not asked, which would cost a tracking server's whole retry
+    budget again before the one line)."""
     try:
         yield
+    except StoreError:
+        raise
     except BaseException as exc:
         status = "KILLED" if isinstance(exc, KeyboardInterrupt) else "FAILED"
         with contextlib.suppress(Exception):
