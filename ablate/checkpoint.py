@@ -25,7 +25,7 @@ import numpy as np
 import torch
 from safetensors.torch import load_model, save_model
 
-from ablate import faults
+from ablate import durable, faults
 from ablate.errors import AblateWarning, TrialError
 
 WEIGHTS, TRAINER, STATE, MANIFEST = "model.safetensors", "trainer.pt", "state.json", "manifest.json"
@@ -62,12 +62,7 @@ def _sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def _fsync(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+_fsync = durable.fsync_path
 
 
 def save_checkpoint(
@@ -87,6 +82,28 @@ def save_checkpoint(
         for partial in final.parent.glob("step-*.tmp-*"):
             shutil.rmtree(partial, ignore_errors=True)
     tmp.mkdir(parents=True)
+    try:
+        _write_files(tmp, step, model, optimizer, scheduler, state, estimator_state)
+        if final.exists():  # a rerun re-saving the same step (e.g. the final one)
+            shutil.rmtree(final)
+        tmp.rename(final)
+        _fsync(final.parent)
+    except Exception as exc:
+        # safetensors and torch.save say "disk full" in types of their own: as an OSError it is
+        # the store's failure (the study stops in one line), not this trial's
+        disk = durable.disk_error(exc, tmp)
+        shutil.rmtree(tmp, ignore_errors=True)  # a half checkpoint only takes the space
+        if disk is None or disk is exc:
+            raise
+        raise disk from exc
+    faults.point("checkpoint_renamed", step)
+    for old in checkpoint_dirs(run_dir)[KEEP:]:
+        shutil.rmtree(old, ignore_errors=True)
+    return final
+
+
+def _write_files(tmp: Path, step, model, optimizer, scheduler, state, estimator_state) -> None:
+    """Every file of the checkpoint of `step` into `tmp`, fsynced, the manifest last."""
     save_model(model, str(tmp / WEIGHTS))  # handles tied embeddings
     rngs = {
         "python": random.getstate(),
@@ -103,25 +120,21 @@ def save_checkpoint(
     (tmp / MANIFEST).write_text(json.dumps({"step": step, "sha256": files}, indent=1))
     for name in (*files, MANIFEST):
         _fsync(tmp / name)
-    if final.exists():  # a rerun re-saving the same step (e.g. the final one)
-        shutil.rmtree(final)
-    tmp.rename(final)
-    _fsync(final.parent)
-    faults.point("checkpoint_renamed", step)
-    for old in checkpoint_dirs(run_dir)[KEEP:]:
-        shutil.rmtree(old, ignore_errors=True)
-    return final
 
 
 def verify(folder: Path) -> dict[str, Any]:
-    """The manifest of a checkpoint whose every file matches its hash; CorruptCheckpoint
-    naming the first file that does not."""
+    """The manifest of a checkpoint that lists every file of a checkpoint, each matching its
+    hash; CorruptCheckpoint naming the first thing that does not."""
     manifest_path = folder / MANIFEST
     try:
         manifest = json.loads(manifest_path.read_text())
         hashes = manifest["sha256"]
+        listed = set(hashes)
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise CorruptCheckpoint(f"{manifest_path}: unreadable manifest ({exc})") from None
+    if missing := [name for name in (WEIGHTS, TRAINER, STATE) if name not in listed]:
+        # a manifest that lists nothing would vouch for nothing: not a whole checkpoint
+        raise CorruptCheckpoint(f"{manifest_path} does not list {', '.join(missing)}")
     for name, expected in hashes.items():
         path = folder / name
         if not path.is_file():
@@ -166,7 +179,8 @@ def load_latest(
             return _restore(folder, model, optimizer, scheduler, estimator)
         except Exception as exc:  # intact files that do not fit this trial's model
             raise TrialError(
-                f"{folder} does not load ({type(exc).__name__}: {exc}); it was not written by "
-                "this trial: use a fresh run_dir"
+                f"{folder} matches its manifest but does not load into this trial's model "
+                f"({type(exc).__name__}: {str(exc)[:300]}); a checkpoint of another model or "
+                "version: use a fresh run_dir"
             ) from None
     return None

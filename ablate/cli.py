@@ -3,13 +3,17 @@ libraries are imported inside the commands so that `ablate --help` stays fast.""
 
 from __future__ import annotations
 
+import errno
 import importlib
+import signal
 import sys
 import warnings
 
 import typer
 
+from ablate import lifetime
 from ablate.commands import COMMAND_MODULES
+from ablate.durable import is_disk_error
 from ablate.errors import AblateError, AblateWarning
 
 
@@ -59,18 +63,35 @@ def _show_warning(message, category, filename, lineno, file=None, line=None) -> 
 _python_show_warning = warnings.showwarning
 
 
+def _interrupted(signum: int) -> int:
+    """One line for a stop by SIGINT or SIGTERM; the exit status a shell gives that signal."""
+    name = signal.Signals(signum).name
+    typer.secho(f"interrupted by {name}: a rerun resumes where it stopped", err=True)
+    return 128 + signum
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point: user errors print as one line, never a traceback."""
     warnings.showwarning = _show_warning
     _shown.clear()  # once per command
+    # SIGTERM (and a SIGINT a script's `&` would have ignored) stop as Ctrl-C does: the trial's
+    # run is marked KILLED, and one line says so
+    lifetime.received.clear()
+    lifetime.interrupt_on(signal.SIGINT, signal.SIGTERM)
     try:
         code = app(args=argv, standalone_mode=False)
     except AblateError as exc:
         typer.secho(f"error: {exc}", fg=typer.colors.RED, err=True)
         return 2
-    except KeyboardInterrupt:
-        typer.secho("interrupted", err=True)
-        return 130
+    except OSError as exc:
+        if not (is_disk_error(exc) or exc.errno in (errno.ENOTDIR, errno.EISDIR)):
+            raise
+        # a disk that fills or turns read-only after the checks (the report's files, a cache)
+        where = f" {exc.filename}" if exc.filename else ""
+        typer.secho(f"error: cannot write{where}: {exc.strerror}", fg=typer.colors.RED, err=True)
+        return 2
+    except KeyboardInterrupt as exc:
+        return _interrupted(getattr(exc, "signum", signal.SIGINT))
     except typer.Exit as exc:
         return exc.exit_code
     except SystemExit as exc:
@@ -81,6 +102,8 @@ def main(argv: list[str] | None = None) -> int:
             exc.show()
             return exc.exit_code
         raise
+    if lifetime.received:  # typer hands back a KeyboardInterrupt as exit status 130
+        return _interrupted(lifetime.received[0])
     # without standalone mode, click hands back a command's `typer.Exit(code)` as its result
     return code if isinstance(code, int) else 0
 

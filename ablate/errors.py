@@ -41,3 +41,14 @@ class AblateWarning(UserWarning):
 class StudyWarning(AblateWarning):
     """A study that runs but whose comparisons may not mean what they seem (e.g. arms that
     differ from the reference in an undeclared update schedule); the message says the fix."""
+
+
+class Interrupted(KeyboardInterrupt):
+    """SIGINT or SIGTERM, raised where the process is: what runs stops as after Ctrl-C (a
+    trial's run is marked KILLED, its lease released, the study's parent closed KILLED)."""
+
+    def __init__(self, signum: int) -> None:
+        import signal
+
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum

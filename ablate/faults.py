@@ -1,7 +1,8 @@
 """Named fault points for the fault-injection tests: `ABLATE_FAULT=<point>@<step>` makes the
 process kill itself with SIGKILL when it reaches `<point>` at trial step `<step>` (`*` = the
 first time), so a test can stop a trial at an exact instant of its life instead of guessing
-with timers. Unset (always, outside tests) a point costs one dict lookup.
+with timers; `<point>@<step>:SIGTERM` (or `:SIGINT`) sends that signal instead, as a user's
+`kill` or Ctrl-C would. Unset (always, outside tests) a point costs one dict lookup.
 
 Points: `step_logged` (a step's metrics handed to the tracker), `metrics_flushed` (the tracker
 flushed, the checkpoint not yet written), `checkpoint_files_written` (inside the temporary
@@ -22,5 +23,6 @@ def point(name: str, step: int) -> None:
     if not spec:
         return
     target, _, at = spec.partition("@")
+    at, _, signame = at.partition(":")
     if target == name and at in ("*", str(step)):
-        os.kill(os.getpid(), signal.SIGKILL)
+        os.kill(os.getpid(), getattr(signal, signame or "SIGKILL"))

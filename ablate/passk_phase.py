@@ -1,5 +1,7 @@
 """A study's Pass@G phase: every base model × template measured before RL (`passk_sweep`),
-cached per model weights, template, task and sampling settings."""
+cached per model weights, template, task and sampling settings. A cache file is written whole
+(temporary name, fsync, rename) and read back only when whole: an empty or partial one (from an
+older version, a copy, a bad disk) is measured again with a warning naming it."""
 
 from __future__ import annotations
 
@@ -8,8 +10,9 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ablate import durable
 from ablate.models import load_model, resolve_model_path, weights_hash
-from ablate.passk_sweep import passk_sweep
+from ablate.passk_sweep import SWEEP_COLUMNS, passk_sweep
 from ablate.records import SamplingParams
 from ablate.rollout.hf import HFEngine
 from ablate.study import Study
@@ -33,8 +36,9 @@ def passk_phase(study: Study, cache_dir: Path, progress=None) -> pd.DataFrame:
             where = f"{resolve_model_path(model)}@{weights_hash(model)}"
             key = _passk_key(study, where, template)
             cached = cache_dir / f"{key}.csv"
-            if cached.is_file():
-                frames.append(pd.read_csv(cached))
+            frame = read_cached(cached, p.ks)
+            if frame is not None:
+                frames.append(frame)
                 continue
             sampling = SamplingParams(
                 max_new_tokens=study.budget.max_new_tokens,
@@ -52,10 +56,32 @@ def passk_phase(study: Study, cache_dir: Path, progress=None) -> pd.DataFrame:
                 engine_factory=lambda name: HFEngine(*load_model(name)),
                 progress=progress,
             )
-            cached.parent.mkdir(parents=True, exist_ok=True)
-            frame.to_csv(cached, index=False)
+            # a kill or a full disk never leaves half a cell for later runs to read
+            durable.write_atomic(cached, frame.to_csv(index=False))
             frames.append(frame)
     return pd.concat(frames, ignore_index=True)
+
+
+def read_cached(path: Path, ks) -> pd.DataFrame | None:
+    """The cached cell at `path`: one whole row per k, or None (missing, or empty or partial
+    with a warning naming the file: the cell is measured again)."""
+    import pandas as pd
+
+    def parse(file: Path) -> pd.DataFrame:
+        frame = pd.read_csv(file)
+        if list(frame.columns) != list(SWEEP_COLUMNS):
+            raise ValueError(f"columns {list(frame.columns)[:4]}..., not the sweep's")
+        if sorted(frame["k"].dropna().tolist()) != sorted(ks):
+            raise ValueError(f"rows for k = {frame['k'].tolist()}, not {list(ks)}")
+        if frame[list(MEASURED)].isna().any().any():
+            raise ValueError("a row is cut short")
+        return frame
+
+    return durable.read_valid(path, parse, "its Pass@G cell is measured again")
+
+
+#: The columns a whole cached row holds a value in.
+MEASURED = ("model", "template", "k", "pass_at_k", "n_problems", "n_samples")
 
 
 def _passk_key(study: Study, model_path: str, template: str) -> str:

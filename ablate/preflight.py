@@ -39,19 +39,41 @@ def preflight_study(
     store (`tracking_uri`, default the folder's) first, at once, no model loaded; then every base
     model and the task's data, their problems in one ConfigError."""
     root = check_results_dir(results_dir)
-    check_store(tracking_uri or tracking.default_uri(root))
+    uri = tracking_uri or tracking.default_uri(root)
+    check_store(uri)
+    check_sqlite_file(tracking.open_store(uri).lease_url(root))
     models = list(dict.fromkeys(model for _, model, _, _ in study.cells()))
     problems = []
+    passk_n = study.passk.n if study.passk is not None else None
     for check in (
         lambda: check_models(models),
         lambda: check_task_data(study.task, study.task_options),
+        lambda: check_sizes(study.budget, study.eval, models, study.device, passk_n),
     ):
         try:
             check()
         except ConfigError as exc:
             problems.append(str(exc))
     if problems:
-        raise ConfigError("; ".join(problems))
+        raise ConfigError("; ".join(dict.fromkeys(problems)))
+
+
+def check_sizes(budget, eval, models: Iterable[str], device: str, passk_n=None) -> None:
+    """Every size against each model's positions and the memory of `device`
+    (`ablate.resources`); one ConfigError naming each field and its limit."""
+    from ablate.models import resolve_model_path
+    from ablate.resources import memory_limit, model_limits, size_problems
+
+    memory = memory_limit(device)
+    problems = []
+    for model in models:
+        try:
+            limits = model_limits(resolve_model_path(model))
+        except ConfigError:
+            continue  # check_models says why it does not load
+        problems += size_problems(budget, eval, model, limits, memory, passk_n)
+    if problems:
+        raise ConfigError("; ".join(dict.fromkeys(problems)))
 
 
 def check_models(names_or_paths: Iterable[str | os.PathLike]) -> None:
@@ -93,21 +115,33 @@ def check_task_data(task: str, task_options: Mapping[str, Any] | None = None) ->
 def check_results_dir(path: str | os.PathLike) -> Path:
     """The results folder, resolved, once it is known to be creatable and writable; creates
     nothing (a folder that does not exist yet is judged by its nearest existing parent)."""
+    return check_writable_dir(path, "results folder", "--results")
+
+
+def check_output_dir(path: str | os.PathLike, flag: str = "--out") -> Path:
+    """The folder a report is written to, checked like the results folder: before any
+    compute, so that a bad `--out` costs one line, not a trained study."""
+    return check_writable_dir(path, "report folder", flag)
+
+
+def check_writable_dir(path: str | os.PathLike, what: str, flag: str) -> Path:
+    """`path` resolved, once it is known to be a creatable, writable folder (`what` and `flag`
+    name it in the one-line error); creates nothing."""
     root = Path(path).expanduser().resolve()
     if root.exists() and not root.is_dir():
-        raise ConfigError(f"results folder {root} is a file: pass --results a folder")
+        raise ConfigError(f"{what} {root} is a file: pass {flag} a folder")
     probe = root
     while not probe.exists():
         probe = probe.parent
     if not probe.is_dir():
-        raise ConfigError(f"results folder {root} cannot be created: {probe} is a file")
+        raise ConfigError(f"{what} {root} cannot be created: {probe} is a file")
     try:  # os.access trusts mode bits; a real file tells read-only mounts and procfs too
         fd, name = tempfile.mkstemp(prefix=".ablate-probe-", dir=probe)
         os.close(fd)
         os.unlink(name)
     except OSError as exc:
-        what = "is not writable" if probe == root else f"cannot be created in {probe}"
-        raise ConfigError(f"results folder {root} {what} ({exc.strerror})") from None
+        where = "is not writable" if probe == root else f"cannot be created in {probe}"
+        raise ConfigError(f"{what} {root} {where} ({exc.strerror}): pass {flag} another") from None
     return root
 
 
@@ -116,6 +150,29 @@ def check_store(uri: str) -> None:
     problem = tracking.open_store(uri).write_problem()
     if problem:
         raise ConfigError(problem)
+    check_sqlite_file(uri)
+
+
+#: The first bytes of every SQLite database file.
+SQLITE_HEADER = b"SQLite format 3\x00"
+
+
+def check_sqlite_file(url: str) -> None:
+    """A `sqlite:///` database that exists is one (not an empty, truncated-to-nothing or
+    foreign file), named in the ConfigError; other URLs pass."""
+    prefix = "sqlite:///"
+    if not url.startswith(prefix):
+        return
+    path = Path(url[len(prefix) :])
+    if not path.is_file() or path.stat().st_size == 0:  # SQLite makes an empty file its own
+        return
+    with path.open("rb") as handle:
+        header = handle.read(len(SQLITE_HEADER))
+    if header != SQLITE_HEADER:
+        raise ConfigError(
+            f"{path} is not an SQLite database (damaged, or another file): move it away to "
+            "start afresh, or restore it"
+        )
 
 
 def _model_problem(name: str) -> str | None:

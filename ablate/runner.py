@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from ablate.errors import StoreError
+from ablate.store_failures import store_error, store_errors
 from ablate.study import Study, Trial
-from ablate.tracking import StudyStore
 from ablate.tracking import tags as tag
 
 TrialStart = Callable[[Trial, int, int], None]
@@ -76,6 +76,7 @@ def run_study(
     by one of them (`ablate.lease`), the others skip it. `select` (a sequential design's look)
     runs only the trials it accepts; the plan stays the whole study, and ids do not change."""
     from ablate import tracking
+    from ablate.durable import write_atomic
     from ablate.passk_phase import passk_phase
     from ablate.preflight import preflight_study
 
@@ -94,9 +95,7 @@ def run_study(
         if study.passk is not None:
             _notify(hooks.on_phase, "passk")
             table = passk_phase(study, paths["passk"], hooks.on_passk)  # cached per cell
-            csv = paths["study"] / "passk.csv"
-            csv.parent.mkdir(parents=True, exist_ok=True)
-            table.to_csv(csv, index=False)
+            csv = write_atomic(paths["study"] / "passk.csv", table.to_csv(index=False))
             parent.attach(csv)
         _notify(hooks.on_phase, "trials")
         statuses = parent.trial_status()
@@ -123,18 +122,6 @@ def _close_parent(parent, outcomes: list[TrialOutcome]) -> None:
         parent.close("FINISHED")
 
 
-@contextlib.contextmanager
-def store_errors(store: StudyStore, trial: Trial | None = None) -> Iterator[None]:
-    """A failure of the results store (database, tracking server, leases, disk), as the store
-    classifies its own errors, raised as one `StoreError`."""
-    try:
-        yield
-    except Exception as exc:
-        if isinstance(exc, StoreError) or not store.is_failure(exc):
-            raise
-        raise _store_error(exc, trial) from exc
-
-
 def identified_trials(study: Study) -> list[Trial]:
     """The study's trials with each base model's weights hash in their spec (and so in their
     id): a model rebuilt under the same name is a different trial, never a resumed one."""
@@ -159,9 +146,13 @@ def setup_lock(root: Path) -> Iterator[None]:
 
 @contextlib.contextmanager
 def _parent_closed_on_error(parent) -> Iterator[None]:
-    """A study that stops early never leaves its parent run RUNNING (if the store can say so)."""
+    """A study that stops early never leaves its parent run RUNNING (if the store can say so:
+    after a store failure it is not asked, which would cost a tracking server's whole retry
+    budget again before the one line)."""
     try:
         yield
+    except StoreError:
+        raise
     except BaseException as exc:
         status = "KILLED" if isinstance(exc, KeyboardInterrupt) else "FAILED"
         with contextlib.suppress(Exception):
@@ -209,8 +200,9 @@ def run_trial(
     from ablate.lease import LeaseStore, TrialLease
 
     store = tracking.open_store(uri)
-    with store_errors(store, trial):
-        leases = LeaseStore(store.lease_url(Path(study_dir).parent))
+    lease_url = store.lease_url(Path(study_dir).parent)
+    with store_errors(store, trial, where=lease_url):
+        leases = LeaseStore(lease_url)
         lease = TrialLease(leases, f"{study.name}/{trial.id}")
         holder = lease.acquire()
     if holder is not None:
@@ -240,7 +232,7 @@ def _run_leased(study, trial, store, study_dir, hooks, position, lease) -> Trial
         tracker.log_dict(trial.spec.as_dict(), "config.json")
     except Exception as exc:
         if store.is_failure(exc):
-            raise _store_error(exc, trial) from exc
+            raise store_error(exc, trial, store.uri) from exc
         raise
 
     def on_step(step: int, total: int, metrics: dict[str, float]) -> None:
@@ -254,27 +246,19 @@ def _run_leased(study, trial, store, study_dir, hooks, position, lease) -> Trial
         tracker.close("FAILED" if result.outcome == "failed" else "FINISHED")
     except LeaseLost as exc:
         return _outcome(trial, "skipped", str(exc))
+    except KeyboardInterrupt:  # Ctrl-C, SIGTERM, a worker's coordinator gone: stopped, not failed
+        with contextlib.suppress(Exception):
+            tracker.close("KILLED")  # a rerun resumes this run from its last checkpoint
+        raise
     except Exception as exc:
         if store.is_failure(exc):
-            raise _store_error(exc, trial) from exc
+            raise store_error(exc, trial, store.uri) from exc
         message = "".join(traceback.format_exception_only(type(exc), exc)).strip()
         _close_failed(tracker, message)
         out = _outcome(trial, "failed", message)
     else:
         out = _outcome(trial, result.outcome, result.message, result.final_eval)
     return out
-
-
-def _store_error(exc: BaseException, trial: Trial | None = None) -> StoreError:
-    while exc.__cause__ is not None:  # the database's own words, not a wrapper's
-        exc = exc.__cause__
-    first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-    where = "" if trial is None else f" at trial {trial.id} ({trial.arm}, seed {trial.spec.seed})"
-    return StoreError(
-        f"the results store cannot be written ({type(exc).__name__}: {first[:300]}); the study "
-        f"stopped{where}. Fix it and rerun: finished trials are kept and the others resume "
-        "from their last checkpoint"
-    )
 
 
 def _close_failed(tracker, message: str) -> None:
@@ -288,8 +272,11 @@ def _close_failed(tracker, message: str) -> None:
         warnings.warn(f"could not record the failed trial in the store: {exc}", stacklevel=2)
 
 
-#: a worker process's end of the progress queue (set by `_worker_init`)
+#: a worker process's end of the progress queue (set by `_worker_init`; None once the worker
+#: stops: its coordinator may be gone, and a put would end in a BrokenPipeError traceback)
 _PROGRESS: Any = None
+#: whether the worker process is inside a trial (a stop there marks the trial's run KILLED)
+_IN_TRIAL = False
 
 
 def _worker_init(threads: int, progress: Any) -> None:
@@ -305,17 +292,58 @@ def _worker_init(threads: int, progress: Any) -> None:
     # the coordinating process printed them when the study loaded; a worker would repeat
     # them once per trial, with a source location
     warnings.simplefilter("ignore", AblateWarning)
+    _stop_with_coordinator()
+
+
+def _stop_with_coordinator() -> None:
+    """A worker stops when its coordinator stops it (the pool's SIGTERM; Ctrl-C reaches the
+    coordinator, which stops the pool) or is gone (SIGKILL: the kernel's SIGTERM on Linux, the
+    parent watch elsewhere): its trial's run marked KILLED, its lease released, no traceback."""
+    import os
+    import signal
+
+    from ablate.errors import Interrupted
+    from ablate.lifetime import die_with_parent, watch_parent
+
+    def stop(signum, frame) -> None:
+        global _PROGRESS
+        _PROGRESS = None
+        # once: the kernel's SIGTERM and the parent watch's both come, and a second one would
+        # break off the closing of the trial's run that the first one started
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        if _IN_TRIAL:
+            raise Interrupted(signum)
+        os._exit(128 + signum)  # between trials: nothing to close
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, stop)
+    die_with_parent(signal.SIGTERM)
+    watch_parent(lambda: os.kill(os.getpid(), signal.SIGTERM))
+
+
+def _relay(event: tuple) -> None:
+    if _PROGRESS is not None:
+        _PROGRESS.put(event)
 
 
 def _run_in_worker(args: tuple) -> TrialOutcome:
+    import os
+
+    global _IN_TRIAL
     study, trial, uri, study_dir = args
 
     def on_step(step: int, total: int, metrics: dict[str, float]) -> None:
         relayed = {k: float(metrics[k]) for k in PROGRESS_KEYS if k in metrics}
-        _PROGRESS.put((trial.id, step, total, relayed))
+        _relay((trial.id, step, total, relayed))
 
-    hooks = RunHooks(on_trial_start=lambda *_: _PROGRESS.put((trial.id, 0, 0, {})), on_step=on_step)
-    return run_trial(study, trial, uri, study_dir, hooks, 0, 1)
+    hooks = RunHooks(on_trial_start=lambda *_: _relay((trial.id, 0, 0, {})), on_step=on_step)
+    _IN_TRIAL = True
+    try:
+        return run_trial(study, trial, uri, study_dir, hooks, 0, 1)
+    except KeyboardInterrupt as exc:  # stopped: the run is KILLED and the lease released
+        os._exit(128 + getattr(exc, "signum", 15))
+    finally:
+        _IN_TRIAL = False
 
 
 def _relay_progress(queue: Any, trials: dict[str, Trial], hooks: RunHooks) -> None:

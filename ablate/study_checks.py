@@ -276,8 +276,11 @@ def _passk_problems(study: Study) -> list[str]:
     p = study.passk
     if p is None:
         return []
+    from ablate.spec import type_problems
     from ablate.templates import template_names
 
+    if wrong := type_problems(p):
+        return wrong
     out = []
     if p.n < 1 or not p.ks or any(not 1 <= k <= p.n for k in p.ks):
         out.append(f"passk: ks={tuple(p.ks)} must lie in 1..n={p.n}")

@@ -102,6 +102,19 @@ def test_a_corrupt_latest_falls_back_to_the_previous_naming_the_file(saved, name
     assert state == {"step": 4} and same(model, held[4])
 
 
+@pytest.mark.parametrize("listed", [{}, {STATE: None}], ids=["no-files", "state-only"])
+def test_a_manifest_listing_too_few_files_falls_back_to_the_previous(saved, listed):
+    run_dir, held = saved
+    latest = checkpoint_dirs(run_dir)[0]
+    manifest = json.loads((latest / MANIFEST).read_text())
+    kept = {name: manifest["sha256"][name] for name in listed}
+    (latest / MANIFEST).write_text(json.dumps({"step": 6, "sha256": kept}))
+    (latest / WEIGHTS).write_bytes(b"\0" * 64)  # what such a manifest would not catch
+    with pytest.warns(CheckpointWarning, match=f"{latest / MANIFEST} does not list .*{WEIGHTS}"):
+        state, model = restore(run_dir)
+    assert state == {"step": 4} and same(model, held[4])
+
+
 def test_none_valid_restarts_from_step_zero(saved):
     run_dir, _ = saved
     for folder in checkpoint_dirs(run_dir):
@@ -132,5 +145,5 @@ def test_intact_files_of_another_model_are_a_clear_error(saved):
     other = tiny_llama(vocab=80)
     optimizer = torch.optim.AdamW(other.parameters(), lr=1e-3)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda u: 1.0)
-    with pytest.raises(TrialError, match="step-000006 does not load"):
+    with pytest.raises(TrialError, match="step-000006 matches its manifest but does not load"):
         load_latest(run_dir, model=other, optimizer=optimizer, scheduler=scheduler)

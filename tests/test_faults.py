@@ -183,3 +183,126 @@ def parent_status(uri: str, study_name: str) -> str:
 def trial_dir(results: Path, study) -> Path:
     (trial,) = identified_trials(study)
     return results / study.name / "trials" / trial.id
+
+
+def _safetensors_disk_full(*args, **kwargs):
+    from safetensors import SafetensorError
+
+    raise SafetensorError(
+        "Error while serializing: I/O error: No space left on device (os error 28)"
+    )
+
+
+def _torch_short_write(*args, **kwargs):
+    raise RuntimeError("[enforce fail at inline_container.cc:672] . unexpected pos 704 vs 662")
+
+
+def _no_space(*args, **kwargs):
+    raise OSError(28, "No space left on device")
+
+
+#: What each writer raises when the disk fills, injected where it writes a checkpoint.
+DISK_FULL = {
+    "safetensors": ("save_model", _safetensors_disk_full),
+    "torch.save": ("torch.save", _torch_short_write),
+    "os": ("save_model", _no_space),
+}
+
+
+@pytest.mark.parametrize("writer", list(DISK_FULL))
+def test_disk_full_in_a_checkpoint_stops_the_study_and_a_rerun_recovers(
+    writer, study, shared_uri, reference, tmp_path, monkeypatch
+):
+    import torch
+
+    from ablate import checkpoint
+
+    study = dataclasses.replace(study, name=f"disk_full_{writer.replace('.', '_')}")
+    results = tmp_path / "results"
+    name, fail = DISK_FULL[writer]
+    owner, attr = (torch, "save") if name == "torch.save" else (checkpoint, name)
+    real = getattr(owner, attr)
+
+    def full_from_step_4(obj, where, *args, **kwargs):
+        if "step-000004" in str(where):
+            fail()
+        return real(obj, where, *args, **kwargs)
+
+    monkeypatch.setattr(owner, attr, full_from_step_4)
+    with pytest.raises(StoreError, match=r"results store cannot be written.*seed 0"):
+        run_study(study, results_dir=results, tracking_uri=shared_uri)
+    runs = tracking.open_store(shared_uri).runs(study.name).runs
+    assert list(runs["status"]) == ["RUNNING"]  # the disk's fault, not the trial's: it resumes
+    assert [p.name for p in (trial_dir(results, study) / "checkpoints").iterdir()] == [
+        "step-000002"
+    ]  # no half checkpoint left taking the space
+    monkeypatch.setattr(owner, attr, real)  # space freed
+    (outcome,) = run_study(study, results_dir=results, tracking_uri=shared_uri)
+    assert outcome.outcome == "finished"
+    assert_exactly_once(study, shared_uri)
+    assert reward_curve(shared_uri, study) == reference
+
+
+def test_ablate_run_with_a_full_disk_is_one_line_and_exit_2(
+    study_path, tmp_path, monkeypatch, capsys
+):
+    from ablate import checkpoint
+    from ablate.cli import main
+
+    monkeypatch.setattr(checkpoint, "save_model", _safetensors_disk_full)
+    results = tmp_path / "results"
+    argv = ["run", str(study_path), "--results", str(results), "--out", str(tmp_path / "out")]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    errors = [line for line in err.splitlines() if not line.startswith("warning: ")]
+    assert len(errors) == 1 and "Traceback" not in err, err
+    assert errors[0].startswith("error: the results store cannot be written (")
+    assert "/checkpoints/step-000002.tmp-" in errors[0]  # the file the disk refused, named
+    assert ": SafetensorError: Error while serializing" in errors[0]
+    assert "No space left on device" in errors[0]
+    assert not (tmp_path / "out").exists()
+
+
+def test_ablate_run_exits_1_naming_the_failed_trials(study_path, tmp_path, monkeypatch, capsys):
+    from ablate import trainer
+    from ablate.cli import main
+
+    def broken(*args, **kwargs):
+        raise ValueError("a bug in the trial")
+
+    monkeypatch.setattr(trainer, "train", broken)
+    results = tmp_path / "results"
+    argv = ["run", str(study_path), "--results", str(results), "--out", str(tmp_path / "out")]
+    assert main(argv) == 1
+    captured = capsys.readouterr()
+    assert "Traceback" not in captured.err
+    (line,) = [x for x in captured.err.splitlines() if x.startswith("error:")]
+    assert line.startswith("error: 1 of 1 trials failed (grpo | hopeless | plain | seed 0)")
+    assert "ValueError: a bug in the trial" in captured.out  # the reason, in the summary
+    runs = tracking.open_store(tracking.default_uri(results)).runs("faults").runs
+    assert list(runs["status"]) == ["FAILED"]
+
+
+@pytest.mark.parametrize("signame", ["SIGTERM", "SIGINT"])
+def test_sigterm_or_sigint_marks_the_run_killed_in_one_line_then_a_rerun_resumes(
+    signame, study_path, reference, tmp_path
+):
+    import signal
+
+    results = tmp_path / "results"
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "ABLATE_FAULT": f"step_logged@4:{signame}"}
+    cmd = [sys.executable, "-m", "ablate.cli", "run", str(study_path), "--results", str(results)]
+    stopped = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+    signum = getattr(signal, signame)
+    assert stopped.returncode == 128 + signum, stopped.stderr[-2000:]
+    said = [x for x in stopped.stderr.splitlines() if not x.startswith("warning: ")]
+    assert said == [f"interrupted by {signame}: a rerun resumes where it stopped"], said
+    uri = tracking.default_uri(results)
+    study = load_study(study_path)
+    assert list(tracking.open_store(uri).runs(study.name).runs["status"]) == ["KILLED"]
+    assert parent_status(uri, study.name) == "KILLED"
+    (outcome,) = run_study(study, results_dir=results)  # resumes the same run
+    assert outcome.outcome == "finished"
+    assert list(tracking.open_store(uri).runs(study.name).runs["status"]) == ["FINISHED"]
+    assert_exactly_once(study, uri)
+    assert reward_curve(uri, study) == reference

@@ -570,3 +570,47 @@ def test_results_disk_full_mid_trial_stops_in_one_line_then_recovers(tmp_path):
         assert code == 0, tail(log)
         uri = tracking.default_uri(results)
         assert ledger_problems(uri, study_file) == []
+
+
+def _group_alive(pgid: int) -> list[int]:
+    """Pids of live (not zombie) processes in process group `pgid`."""
+    alive = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError):
+            fields = stat.read_text().rpartition(")")[2].split()
+            if fields[2] == str(pgid) and fields[0] != "Z":
+                alive.append(int(stat.parent.name))
+    return alive
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads /proc")
+def test_coordinator_killed_its_workers_stop_cleanly_then_a_rerun_finishes(tmp_path):
+    study_file = write_study(tmp_path, "orphans", seeds=(0,), tokens=40)  # 2 trials
+    results = tmp_path / "results"
+    proc = start([*ablate_run(study_file, results), "--workers", "2"], tmp_path / "run.log")
+    try:
+        trials = results / "orphans" / "trials"
+        deadline = time.monotonic() + 300
+        while proc.poll() is None and time.monotonic() < deadline:  # both trials checkpointed
+            if trials.is_dir() and len(list(trials.glob("*/checkpoints/step-*"))) >= 2:
+                break
+            time.sleep(0.05)
+        assert proc.poll() is None, tail((tmp_path / "run.log").read_text())
+        proc.kill()  # the coordinator only: its workers are left to notice
+        proc.wait(timeout=60)
+        deadline = time.monotonic() + 60
+        while _group_alive(proc.pid) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not _group_alive(proc.pid), "workers outlived their coordinator"
+    finally:
+        stop(proc)
+    log = (tmp_path / "run.log").read_text()
+    assert "Traceback" not in log and "BrokenPipeError" not in log, tail(log)
+    uri = tracking.default_uri(results)
+    states = list(tracking.open_store(uri).runs("orphans").runs["status"])
+    assert len(states) == 2 and "RUNNING" not in states, states  # each KILLED (or finished)
+    code, log = run_to_end(ablate_run(study_file, results), tmp_path / "rerun.log")
+    assert code == 0, tail(log)
+    assert set(tracking.open_store(uri).runs("orphans").runs["status"]) == {"FINISHED"}
+    assert ledger_problems(uri, study_file) == []

@@ -105,3 +105,50 @@ def test_ablate_ui_stops_mlflow_and_uvicorn_on_sigterm(tmp_path):
     assert len(children) >= 2  # mlflow server and uvicorn (and its job runners)
     assert not _listening(port)
     assert not [pid for pid in children if _alive(pid)]
+
+
+def _start_then_signal(signum: int, port: int) -> tuple[subprocess.Popen, set[int]]:
+    """The fake server under `serve_until_signalled`, listening; then `signum` to ablate."""
+    call = "import sys; from ablate.commands.serve import serve_until_signalled as s; "
+    call += "sys.exit(s(sys.argv[1:]))"
+    cmd = [sys.executable, "-c", call, sys.executable, "-c", FAKE_SERVER, str(port)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 30
+    while time.time() < deadline and not _listening(port):
+        time.sleep(0.1)
+    assert _listening(port), "the server never listened"
+    children = _descendants(proc.pid)
+    proc.send_signal(signum)
+    return proc, children
+
+
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads /proc")
+@pytest.mark.parametrize("signum", [signal.SIGKILL, signal.SIGHUP], ids=["SIGKILL", "SIGHUP"])
+def test_the_server_never_outlives_ablate_whatever_signal_ends_it(signum):
+    port = _free_port()
+    proc, children = _start_then_signal(signum, port)
+    code = proc.wait(timeout=30)
+    assert code == (-signal.SIGKILL if signum == signal.SIGKILL else 128 + signal.SIGHUP)
+    deadline = time.time() + 30  # after SIGKILL the guard notices within 0.2 s, stops the group
+    while time.time() < deadline and [pid for pid in children if _alive(pid)]:
+        time.sleep(0.1)
+    assert not [pid for pid in children if _alive(pid)]
+    assert not _listening(port)
+
+
+def test_a_taken_port_is_one_line_suggesting_a_free_one_and_writes_nothing(tmp_path, capsys):
+    from ablate.cli import main
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        assert main(["ui", "--results", str(tmp_path / "results"), "--port", str(port)]) == 2
+        err = capsys.readouterr().err.strip()
+        assert err.startswith(f"error: port {port} on 127.0.0.1 is taken") and "\n" not in err
+        suggested = int(err.rpartition("pass --port ")[2])
+        assert suggested != port
+        with socket.socket() as free:  # the suggestion can be listened on
+            free.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            free.bind(("127.0.0.1", suggested))
+    assert not (tmp_path / "results").exists()

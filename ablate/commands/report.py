@@ -3,6 +3,8 @@ results store; of several studies, each one's report and their paper findings te
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from pathlib import Path
 
 import typer
@@ -29,19 +31,24 @@ def report(
     Among several studies, one without runs is skipped and its findings reported as untested."""
     from rich.console import Console
 
+    from ablate import tracking
     from ablate.errors import StudyError
+    from ablate.preflight import check_output_dir
     from ablate.report.render.build import report_study
     from ablate.report.render.reproduction import write_reproduction
 
     console = Console()
     loaded = _load_all(studies)
+    for study in loaded.values():  # before reading anything: a bad --out costs one line
+        check_output_dir(out / study.name)
     data = {}
     for path, study in loaded.items():
-        uri = _checked_uri(results, study.name, path, tracking_uri, alone=len(loaded) == 1)
-        if uri is None:
-            data[study.name] = None
-            continue
-        data[study.name] = report_study(study, results, out, uri)
+        with readable(tracking_uri or tracking.default_uri(results)):
+            uri = _checked_uri(results, study.name, path, tracking_uri, alone=len(loaded) == 1)
+            if uri is None:
+                data[study.name] = None
+                continue
+            data[study.name] = report_study(study, results, out, uri)
         folder = out / study.name
         console.print(f"report written to {folder / 'report.md'} and {folder / 'report.html'}")
     if all(d is None for d in data.values()):
@@ -50,6 +57,29 @@ def report(
     if findings:
         folder = write_reproduction(findings, data, out)
         console.print(f"reproduction ({len(findings)} findings) written to {folder / 'report.md'}")
+
+
+@contextlib.contextmanager
+def readable(uri: str) -> Iterator[None]:
+    """A results store that cannot be read (a damaged database, a server that does not answer)
+    as one `StoreError` naming it; a disk that cannot take the report is said by the CLI."""
+    from ablate import tracking
+    from ablate.durable import is_disk_error
+    from ablate.errors import AblateError, StoreError
+    from ablate.preflight import check_sqlite_file
+    from ablate.store_failures import failure_words
+
+    check_sqlite_file(uri)
+    store = tracking.open_store(uri)
+    try:
+        yield
+    except Exception as exc:
+        if isinstance(exc, AblateError) or is_disk_error(exc) or not store.is_failure(exc):
+            raise
+        raise StoreError(
+            f"the results store {uri} cannot be read ({failure_words(exc)}): restore it, or "
+            "pass another --results or --tracking-uri"
+        ) from exc
 
 
 def _load_all(paths: list[Path]) -> dict:

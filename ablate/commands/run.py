@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+from pathlib import Path
 from typing import Any
 
 import typer
@@ -35,12 +36,13 @@ def run(
     """Run a study: the Pass@G phase, then every trial not yet FINISHED (resumes), then report."""
     from ablate import tracking
     from ablate.commands.sequential import check_design, run_until_decided
-    from ablate.preflight import preflight_study
-    from ablate.runner import store_errors
+    from ablate.preflight import check_output_dir, preflight_study
+    from ablate.store_failures import store_errors
     from ablate.study import load_study
     from ablate.threads import apply_threads
 
     loaded = load_study(study)
+    check_output_dir(Path(out) / loaded.name)  # the report comes last: a bad --out fails first
     if until_decided:
         check_design(loaded)
     preflight_study(loaded, results, tracking_uri or None)
@@ -59,7 +61,26 @@ def run(
     store = tracking.open_store(tracking_uri or tracking.default_uri(results))
     with store_errors(store):  # the store can also fail after the last trial
         print_summary(loaded, outcomes, results, tracking_uri or None)
-        write_report(loaded, results, out, tracking_uri or None)
+        runs = store.runs(loaded.name).runs
+        if not runs.empty and (runs["status"] == "FINISHED").any():
+            write_report(loaded, results, out, tracking_uri or None)
+        else:
+            typer.echo("no report: no trial of the study has finished")
+    if failed := failed_trials(outcomes):
+        typer.secho(f"error: {failed}", fg=typer.colors.RED, err=True)
+        raise typer.Exit(1)  # as `ablate train` does: a script sees that trials are missing
+
+
+def failed_trials(outcomes) -> str:
+    """One line naming the trials that failed (not diverged: that is a result), or ""."""
+    failed = [o for o in outcomes if o.outcome == "failed"]
+    if not failed:
+        return ""
+    names = "; ".join(f"{o.arm} | {o.model} | {o.template} | seed {o.seed}" for o in failed)
+    return (
+        f"{len(failed)} of {len(outcomes)} trials failed ({names}): their reasons are printed "
+        "above and kept in the results store; a rerun retries them"
+    )
 
 
 def write_report(study, results: str, out: str, tracking_uri: str | None) -> None:

@@ -1,9 +1,12 @@
 """`ablate ui` (browse results in the MLflow UI) and its alias `ablate serve`. The UI is the
 results store's (`StudyStore.ui`): only MLflow databases have one.
 
-The server (`mlflow server`) runs as a child in its own process group (it starts uvicorn and job
-workers of its own); SIGTERM or SIGINT to ablate stops that whole group, so no server outlives
-ablate or keeps the port."""
+A taken port is refused before anything starts (its links would open whatever serves there). The
+server (`mlflow server`) runs as a child in its own process group (it starts uvicorn and job
+workers of its own); SIGTERM, SIGINT or SIGHUP to ablate stops that whole group. So that no
+server outlives ablate even when ablate cannot stop it (SIGKILL, a crash), a guard process
+watches ablate and stops the group once ablate is gone, and on Linux the server's first
+process gets SIGTERM from the kernel when ablate dies (PR_SET_PDEATHSIG)."""
 
 from __future__ import annotations
 
@@ -27,7 +30,7 @@ def register(app: typer.Typer) -> None:
 def ui(
     results: str = typer.Option("results", help="results folder holding mlflow.db"),
     host: str = typer.Option("127.0.0.1", help="bind address (loopback unless told otherwise)"),
-    port: int = typer.Option(5000, help="port of the UI and tracking server"),
+    port: int = typer.Option(5000, min=1, max=65535, help="port of the UI and tracking server"),
     tracking_uri: str = typer.Option(
         "", help="an MLflow database URI to serve instead of RESULTS/mlflow.db"
     ),
@@ -42,6 +45,7 @@ def ui(
             f"ablate ui needs an MLflow database (sqlite or PostgreSQL URI), not {store.uri} "
             f"({store.kind}): ablate report reads any store"
         )
+    check_port(host, port)  # before the database is touched: a refusal writes nothing
     store.init()  # a fresh folder gets its (empty) database, as the server would create it
     print_study_links(browser, host, port)
     # SystemExit, not typer.Exit: cli.main runs Typer without standalone mode
@@ -64,6 +68,69 @@ def print_study_links(browser, host: str, port: int) -> None:
         print("  (a study page's charts button shows its headline curves per arm)", flush=True)
 
 
+def check_port(host: str, port: int) -> None:
+    """ConfigError unless a server can listen on `host`:`port` now, suggesting a free port."""
+    import errno
+
+    from ablate.errors import ConfigError
+
+    try:
+        _bind(host, port)
+    except OSError as exc:
+        if exc.errno == errno.EADDRINUSE:
+            raise ConfigError(
+                f"port {port} on {host} is taken (its links would open whatever serves there, "
+                f"not these results): pass --port {free_port(host, port)}"
+            ) from None
+        reason = exc.strerror or str(exc)
+        raise ConfigError(
+            f"cannot listen on {host}:{port} ({reason}): pass another --port or --host"
+        ) from None
+
+
+def free_port(host: str, after: int) -> int:
+    """The first port above `after` a server can listen on now (else one the system picks)."""
+    for port in range(after + 1, min(after + 100, 65536)):
+        try:
+            _bind(host, port)
+        except OSError:
+            continue
+        return port
+    return _bind(host, 0)
+
+
+def _bind(host: str, port: int) -> int:
+    """Bind (as uvicorn does, reusing TIME_WAIT addresses) and release; the port bound."""
+    import socket
+
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        probe.bind((host, port))
+        return probe.getsockname()[1]
+
+
+#: The guard: waits until its parent (ablate) is gone, then stops the server's process group.
+GUARD = """
+import os, signal, sys, time
+parent, group, grace = int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3])
+signal.signal(signal.SIGINT, signal.SIG_IGN)
+while os.getppid() == parent:
+    time.sleep(0.2)
+def send(signum):
+    try:
+        os.killpg(group, signum)
+        return True
+    except OSError:
+        return False
+deadline = time.monotonic() + grace
+if send(signal.SIGTERM):
+    while time.monotonic() < deadline and send(0):
+        time.sleep(0.2)
+    send(signal.SIGKILL)
+"""
+
+
 def serve_until_signalled(cmd: list[str]) -> int:
     """Run `cmd` in a new process group until it exits or ablate gets SIGTERM / SIGINT; then
     stop the whole group (SIGTERM, SIGKILL after `STOP_GRACE_S`). Returns the exit status:
@@ -71,20 +138,31 @@ def serve_until_signalled(cmd: list[str]) -> int:
     import os
     import signal
     import subprocess
+    import sys
 
-    child = subprocess.Popen(cmd, env=os.environ.copy(), start_new_session=True)
+    from ablate.lifetime import die_with_parent
+
+    child = subprocess.Popen(  # SIGTERM from the kernel once ablate dies (Linux)
+        cmd, env=os.environ.copy(), start_new_session=True, preexec_fn=die_with_parent
+    )
+    guard = subprocess.Popen(
+        [sys.executable, "-c", GUARD, str(os.getpid()), str(child.pid), str(STOP_GRACE_S)],
+        stdin=subprocess.DEVNULL,
+    )
     received: list[int] = []
 
     def forward(signum, frame) -> None:
         received.append(signum)
         _signal_group(child.pid, signal.SIGTERM)  # the group's own handlers shut it down
 
-    watched = (signal.SIGTERM, signal.SIGINT)
+    watched = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)  # SIGHUP: its terminal closed
     previous = {s: signal.signal(s, forward) for s in watched}
     try:
         code = child.wait()
     finally:
         stop_group(child)
+        guard.kill()
+        guard.wait()
         for s, handler in previous.items():
             signal.signal(s, handler)
     return 128 + received[0] if received else code

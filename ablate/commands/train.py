@@ -104,12 +104,13 @@ def _train_alone(spec, title: str, run_dir: str, console, log_every: int):
     import dataclasses
 
     from ablate.models import weights_hash
-    from ablate.preflight import check_models, check_results_dir, check_task_data
+    from ablate.preflight import check_models, check_results_dir, check_sizes, check_task_data
     from ablate.threads import apply_threads
     from ablate.trainer import train as run_trial
 
     check_models([spec.model])
     check_task_data(spec.task)
+    check_sizes(spec.budget, spec.eval, [spec.model], spec.device)
     if run_dir:
         check_results_dir(run_dir)
     # the weights are part of the trial: a run_dir never resumes a rebuilt model's checkpoint

@@ -4,7 +4,6 @@ batching, a background sender, and which errors are the disk's."""
 from __future__ import annotations
 
 import contextlib
-import errno
 import json
 import math
 import platform
@@ -17,6 +16,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from ablate.durable import is_disk_error
 from ablate.tracking import tags as tag
 from ablate.tracking.base import terminal
 
@@ -24,7 +24,6 @@ from ablate.tracking.base import terminal
 TAG_MAX_CHARS = 5000
 #: The longest param value a store keeps.
 PARAM_MAX_CHARS = 6000
-_DISK_ERRNOS = (errno.EROFS, errno.EACCES, errno.ENOSPC)
 # One store write per ~20 steps instead of one per step (an MLflow call costs ~11 ms on sqlite, ~5%
 # of a tiny model's step); a killed trial loses at most these steps' metrics, as it resumes from a
 # checkpoint.
@@ -36,7 +35,7 @@ MetricRow = tuple[str, float, int, int]
 
 def disk_failure(exc: BaseException) -> bool:
     """A read-only, forbidden or full disk: the store's (or a checkpoint's) fault, not a trial's."""
-    return isinstance(exc, OSError) and exc.errno in _DISK_ERRNOS
+    return is_disk_error(exc)
 
 
 def raised_by(exc: BaseException, packages: tuple[str, ...]) -> bool:

@@ -26,6 +26,7 @@ from ablate.tracking.mlflow_client import (
     sqlite_path,
     study_filter,
 )
+from ablate.tracking.mlflow_http import is_http, server_problem
 from ablate.tracking.mlflow_tracker import MLflowTracker, held_steps
 from ablate.tracking.table import RunTable
 from ablate.tracking.tags import CURRENT, KIND, PLAN_MARKED, RESUMES, STUDY, TRIAL_ID
@@ -148,6 +149,8 @@ class MLflowStore:
         return path is None or path.is_file()
 
     def write_problem(self) -> str | None:
+        if is_http(self.uri):  # a server left down is said now, not after minutes of retries
+            return server_problem(self.uri)
         path = sqlite_path(self.uri)
         if path is not None and path.exists() and not os.access(path, os.W_OK):
             return f"{path} is not writable"

@@ -40,6 +40,10 @@ def client(uri: str) -> Any:
     # Cached per URI: building a client (and its store's engine) costs ~0.6 s.
     from mlflow.tracking import MlflowClient
 
+    from ablate.tracking.mlflow_http import prepare
+
+    prepare(uri)  # a server that stops answering: bounded retries, said at once
+
     # Schema creation logs a dozen INFO lines per fresh database. A failing database write is
     # logged by MLflow as a full traceback before it raises; the runner reports it in one line.
     logging.getLogger("alembic").setLevel(logging.WARNING)

@@ -82,13 +82,14 @@ def _findings_markdown(found: dict[str, list[str]]) -> list[str]:
     lines = ["## Findings", ""]
     for section, sentences in found.items():
         if sentences:
-            lines += [f"**{section}**", "", *[f"- {s}" for s in sentences], ""]
+            lines += [f"**{section}**", "", *[f"- {formats.markdown_text(s)}" for s in sentences]]
+            lines.append("")
     return lines
 
 
 def write_markdown(page: Page, folder: Path) -> Path:
     lines = [f"# {page.title}", "", f"_{datetime.now(UTC):%Y-%m-%d %H:%M} UTC_", ""]
-    lines += [page.summary, ""]
+    lines += [formats.markdown_text(page.summary), ""]
     if page.links:
         lines += [" · ".join(f"[{k}]({v}/report.md)" for k, v in page.links.items()), ""]
     lines += _findings_markdown(page.findings)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import html
 import math
+import re
 from pathlib import Path
 
 import numpy as np
@@ -74,15 +76,28 @@ def _notes(table: Table) -> list[str]:
     return notes
 
 
+def markdown_text(text: str) -> str:
+    """`text` (an arm or model name, a sentence naming them) shown as itself in Markdown: no
+    HTML tag or comment in it renders (a `<` that opens one is written `&lt;`; "k < 3" stays
+    as it is), and no `|` ends a table cell."""
+    return _TAG_OPEN.sub("&lt;", text).replace("|", "\\|")
+
+
+#: A `<` that Markdown would pass on as HTML: it opens a tag, a closing tag, a comment or a
+#: processing instruction.
+_TAG_OPEN = re.compile(r"<(?=[A-Za-z/!?])")
+
+
 def to_markdown(table: Table) -> str:
+    caption = markdown_text(table.caption)
     if not table.rows:
-        return f"*{table.caption}* (none)\n"
-    lines = [f"**{table.caption}**", "", "| " + " | ".join(table.columns) + " |"]
+        return f"*{caption}* (none)\n"
+    lines = [f"**{caption}**", "", "| " + " | ".join(map(markdown_text, table.columns)) + " |"]
     lines.append("|" + "---|" * len(table.columns))
     for row in table.rows:
-        cells = [c.replace("|", "\\|") for c in _cells(table, row, latex=False)]
+        cells = [markdown_text(c) for c in _cells(table, row, latex=False)]
         lines.append("| " + " | ".join(cells) + " |")
-    notes = _notes(table)
+    notes = [markdown_text(n) for n in _notes(table)]
     return "\n".join(lines) + ("\n\n" + "; ".join(notes) + "\n" if notes else "\n")
 
 
@@ -122,12 +137,33 @@ def write_table(table: Table, folder: Path) -> list[Path]:
     paths = [folder / f"{table.name}.{ext}" for ext in ("md", "tex", "csv")]
     paths[0].write_text(to_markdown(table))
     paths[1].write_text(to_latex(table))
-    to_frame(table).to_csv(paths[2], index=False)
+    csv_safe(to_frame(table)).to_csv(paths[2], index=False)
     return paths
 
 
+#: A spreadsheet reads a cell starting with one of these as a formula (CSV injection).
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def csv_safe(frame: pd.DataFrame) -> pd.DataFrame:
+    """Each text cell a spreadsheet would run as a formula (an arm named `=HYPERLINK(...)`)
+    quoted with a leading `'`, as spreadsheets themselves do; numbers, negative ones included,
+    stay numbers."""
+
+    def safe(value: object) -> object:
+        if not isinstance(value, str) or not value.startswith(FORMULA_STARTS):
+            return value
+        try:
+            float(value)
+            return value  # "-0.5" read back as text stays a number to a spreadsheet
+        except ValueError:
+            return "'" + value
+
+    text = [c for c in frame.columns if not pd.api.types.is_numeric_dtype(frame[c])]
+    return frame.assign(**{c: frame[c].map(safe) for c in text}) if text else frame
+
+
 def to_html(table: Table) -> str:
-    import html
 
     if not table.rows:
         return f"<p><em>{html.escape(table.caption)}</em> (none)</p>\n"

@@ -173,7 +173,9 @@ def base_value(data: StudyData, k: int) -> pd.Series:
     first = data.history[data.history["metric"] == f"eval/pass_at_{k}"]
     first = first[first["step"] == 0].set_index("trial_id")["value"]
     out = pd.Series(np.nan, index=data.trials["trial_id"].to_numpy())
-    out.loc[first.index.intersection(out.index)] = first
+    held = first.index.intersection(out.index)
+    if len(held):  # none: an empty object Series cannot be set into floats
+        out.loc[held] = first.loc[held].astype(float)
     p = data.passk
     if len(p):
         p = p[p["k"] == k].set_index(["model", "template"])["pass_at_k"]
