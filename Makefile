@@ -132,8 +132,8 @@ calibrate: install
 	$(BIN)/python -m devtools calibrate --sequential $(ARGS)
 	$(BIN)/python -m devtools calibrate --task-level $(ARGS)
 
-# The same for the compute-performance curves (the README's table: 400 studies per row, about
-# 7½ min); e.g. make curve-calibration ARGS="100 measured" for a quicker, narrower check.
+# The same for the compute-performance curves (the README's table: 200 studies per row, about
+# 6 min per row at 3-5 seeds on 2 shared cores); e.g. make curve-calibration ARGS="100 half --seeds 3".
 curve-calibration: install
 	$(BIN)/python -m devtools curve-calibration $(ARGS)
 

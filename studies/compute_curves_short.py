@@ -1,8 +1,8 @@
-"""`studies/compute_curves.py` cut to GRPO and DAPO and to 1.2M generated tokens per trial (about 560
-GRPO steps, 270 DAPO steps): the curves stop before their midpoint (the full study put C_mid at 1.1M–2.7M tokens), which is the
-case the curve report must not overclaim on. It is the run the README's curve tables come from
-when the full study's 70 quiet minutes are not available: `ablate run
-studies/compute_curves_short.py --workers 3`.
+"""`studies/compute_curves.py` cut to GRPO and DAPO and to 1.2M generated tokens per trial (about
+560 GRPO steps, 270 DAPO steps): the curves stop before their midpoint (the full study put C_mid
+at 1.1M-2.7M tokens), which is the case the curve report must not overclaim on. The README's
+curve tables come from it: `ablate run studies/compute_curves_short.py --workers 3` (70 min on
+2 shared cores; the full study takes about 70 quiet minutes).
 """
 
 from dataclasses import replace

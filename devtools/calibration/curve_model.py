@@ -106,8 +106,8 @@ def _crossing(truth: np.ndarray, model: CurveModel) -> np.ndarray:
 def truths(model: CurveModel, draws: int = 4000) -> dict[str, float]:
     """What the report's intervals estimate, by Monte Carlo over the seed distribution: the mean
     asymptote A; B and C_mid of the sigmoid that best fits the arm's expected curve over the
-    observed compute (the pooled fit's estimand), the mean slope per decade, and the restricted geometric mean of
-    the compute to the target at the budget."""
+    observed compute (the pooled fit's estimand), the mean slope per decade, and the restricted
+    geometric mean of the compute to the target at the budget."""
     rng = np.random.default_rng(12345)
     seeds = _draw(model, rng, draws)
     c = np.asarray(model.points, dtype=float)

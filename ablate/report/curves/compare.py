@@ -74,9 +74,9 @@ def _pair(arm: ArmCurves, ref: ArmCurves, spec: CurveSpec) -> tuple[CurveContras
         logs = [restricted_log([x[s].to_target for s in seeds], budget) for x in (mine, theirs)]
         target = inference.paired_contrast(*logs)
         k = [int((np.exp(x) < budget).sum()) for x in logs]
-        reached = f"{k[0]}/{len(seeds)} vs {k[1]}/{len(seeds)}"
-        row = replace(row, target_ratio=exp_estimate(target.diff), p_target=target.p_value)
-        row = replace(row, reached=reached)
+        row = replace(row, reached=f"{k[0]}/{len(seeds)} vs {k[1]}/{len(seeds)}")
+        if any(k):  # neither arm reaching it within the budget compares nothing
+            row = replace(row, target_ratio=exp_estimate(target.diff), p_target=target.p_value)
     if row.untested:
         return row, ()
     pseudo = (_pseudo(arm, seeds, spec), _pseudo(ref, seeds, spec))

@@ -168,11 +168,11 @@ def _marked(c: CurveContrast) -> str:
             f"needs {side} compute to the target: {_f(t)}× (Holm p = {c.p_target:.3g}; "
             f"reached {c.reached})"
         )
-    return (
-        "; " + "; ".join(words)
-        if words
-        else "; slope and compute to the target: no difference detected"
-    )
+    if words:
+        return "; " + "; ".join(words)
+    if c.target_ratio is None and c.reached:
+        return f"; slope: no difference detected; the target was reached by neither ({c.reached})"
+    return "; slope and compute to the target: no difference detected"
 
 
 @per_study
