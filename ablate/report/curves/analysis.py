@@ -122,17 +122,6 @@ def analyse(curve: TrialCurve, spec: CurveSpec, *, diagnostics: bool = True) -> 
     return TrialFit(curve, fit, power, target, slope_per_decade(c, r))
 
 
-def seed_interval(values: np.ndarray, *, log: bool = False) -> inference.Estimate:
-    """The t interval over seeds of the mean (log: of the mean log, shown back on the original
-    scale, i.e. the geometric mean); NaN dropped; none below MIN_SEEDS."""
-    x = np.asarray(values, dtype=float)
-    x = x[np.isfinite(x)]
-    if not log:
-        return inference.t_interval(x)
-    e = inference.t_interval(np.log(x[x > 0]))
-    return exp_estimate(e)
-
-
 def exp_estimate(e: inference.Estimate) -> inference.Estimate:
     return inference.Estimate(*(float(np.exp(v)) for v in (e.value, e.low, e.high)), e.n, e.std)
 
@@ -168,7 +157,8 @@ class ArmCurves:
         return replace(e, low=max(e.low, 0.0), high=min(e.high, 1.0))
 
     def slope(self) -> inference.Estimate:
-        return seed_interval(np.array([t.slope for t in self.fits]))
+        slopes = np.array([t.slope for t in self.fits])
+        return inference.t_interval(slopes[np.isfinite(slopes)])
 
     def reached(self) -> tuple[int, int]:
         """(seeds whose curve reached the target within the budget, seeds)."""

@@ -12,20 +12,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ablate.report.curves.fit import MIN_POINTS, Fit, a_grid
+from ablate.report.curves.fit import MIN_POINTS, Fit, a_grid, jacobian
 from ablate.report.curves.pooled import Points, PooledFit, pooled_fit
 from ablate.report.stats import inference
-
-
-def jacobian(c: np.ndarray, fit: Fit) -> np.ndarray:
-    """∂R/∂(A, B, ln C_mid) at compute `c` [points, 3]: with s = 1 / (1 + q), q = (C_mid/C)^B,
-    ∂R/∂A = s, ∂R/∂B = −(A − R0)·s²·q·ln(C_mid/C), ∂R/∂ln C_mid = −(A − R0)·s²·q·B."""
-    c = np.asarray(c, dtype=float)
-    log_ratio = np.log(fit.c_mid / c)
-    q = np.exp(np.clip(fit.b * log_ratio, -700, 700))
-    s = 1.0 / (1.0 + q)
-    common = -(fit.a - fit.r0) * s * s * q
-    return np.stack([s, common * log_ratio, common * fit.b], axis=1)
 
 
 def standard_errors(c: np.ndarray, fit: Fit, sigma: float) -> np.ndarray:

@@ -90,6 +90,17 @@ class Fit:
         return sigmoid(c, self.a, self.b, self.c_mid, self.r0)
 
 
+def jacobian(c: np.ndarray, fit: Fit) -> np.ndarray:
+    """∂R/∂(A, B, ln C_mid) at compute `c` [points, 3]: with s = 1 / (1 + q), q = (C_mid/C)^B,
+    ∂R/∂A = s, ∂R/∂B = −(A − R0)·s²·q·ln(C_mid/C), ∂R/∂ln C_mid = −(A − R0)·s²·q·B."""
+    c = np.asarray(c, dtype=float)
+    log_ratio = np.log(fit.c_mid / c)
+    q = np.exp(np.clip(fit.b * log_ratio, -700, 700))
+    s = 1.0 / (1.0 + q)
+    common = -(fit.a - fit.r0) * s * s * q
+    return np.stack([s, common * log_ratio, common * fit.b], axis=1)
+
+
 #: The reason of a fit refused because A sits at its bound 1.
 NOT_LEVELLED = "the curve has not levelled off within the observed compute (A at 1)"
 

@@ -34,9 +34,11 @@ from ablate.report.curves.fit import (
     B_RANGE,
     C_MID_HIGH,
     C_MID_LOW,
+    Fit,
     _shapes,
     _ssr,
     a_grid,
+    jacobian,
     sigmoid,
 )
 
@@ -79,17 +81,13 @@ def _refine(curves: list[Points], grid, total: np.ndarray) -> np.ndarray:
             [sigmoid(c, x[0], np.exp(x[1]), np.exp(x[2]), r0) - r for c, r, r0 in curves]
         )
 
-    def jacobian(x: np.ndarray) -> np.ndarray:
-        rows = []
-        for c, _, r0 in curves:
-            log_ratio = x[2] - np.log(c)
-            q = np.exp(np.clip(np.exp(x[1]) * log_ratio, -700, 700))
-            s = 1.0 / (1.0 + q)
-            common = -(x[0] - r0) * s * s * q * np.exp(x[1])
-            rows.append(np.stack([s, common * log_ratio, common], axis=1))
-        return np.concatenate(rows)
+    def jacobian_log(x: np.ndarray) -> np.ndarray:
+        """∂R/∂(A, ln B, ln C_mid): `fit.jacobian`'s B column times B."""
+        b, c_mid = float(np.exp(x[1])), float(np.exp(x[2]))
+        rows = [jacobian(c, Fit(a=x[0], b=b, c_mid=c_mid, r0=r0)) for c, _, r0 in curves]
+        return np.concatenate(rows) * np.array([1.0, b, 1.0])
 
-    return optimize.least_squares(residuals, start, jac=jacobian, bounds=(low, high)).x
+    return optimize.least_squares(residuals, start, jac=jacobian_log, bounds=(low, high)).x
 
 
 @dataclass(frozen=True)
