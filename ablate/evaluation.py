@@ -9,12 +9,14 @@ the same base model to the same numbers (common random numbers)."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Any
 
 import numpy as np
 
 from ablate.diagnostics import length_metrics
+from ablate.errors import ConfigError
 from ablate.passk import mean_pass_at_k
 from ablate.records import SamplingParams, ScoredBatch
 from ablate.rollout.base import RolloutEngine
@@ -54,6 +56,8 @@ def evaluate(
     if any(c is not None for c in checks):
         metrics["eval/self_check_rate"] = float(np.mean([bool(c) for c in checks]))
     metrics["eval/verifier_errors"] = float(sum(v.error is not None for v in verdicts))
+    if spec.selection_problems:
+        metrics[SELECTION_METRIC] = _selection_pass_at_1(engine, task, template, spec, sampling)
     records = [
         {
             "problem_id": problems[b // n].id,
@@ -69,6 +73,31 @@ def evaluate(
         for b, v in enumerate(verdicts)
     ]
     return metrics, records
+
+
+#: pass@1 on the selection split (`EvalSpec.selection_problems`): chooses a best checkpoint.
+SELECTION_METRIC = "selection/pass_at_1"
+
+
+def selection_split(task: Task, spec: EvalSpec) -> list:
+    """The eval split's problems after the first `max_problems`; ConfigError when it has none
+    left (checked before a study runs, by `preflight`)."""
+    start = spec.max_problems or 0
+    problems = task.problems("eval")[start : start + spec.selection_problems]
+    if spec.selection_problems and not problems:
+        raise ConfigError(
+            f"eval.selection_problems: the eval split has no problems after the first "
+            f"{start}: lower max_problems"
+        )
+    return problems
+
+
+def _selection_pass_at_1(engine, task, template, spec: EvalSpec, sampling) -> float:
+    """pass@1 on the selection split (`selection_split`)."""
+    problems = selection_split(task, spec)
+    sampling = dataclasses.replace(sampling, seed=derive_seed(sampling.seed, "selection"))
+    batch = sample_and_verify(engine, problems, template, task, sampling, n=spec.n_samples)
+    return float(correct_matrix(batch, spec.n_samples).mean())
 
 
 def token_mark(every_tokens: float, before: float, after: float) -> float | None:

@@ -42,6 +42,8 @@ def preflight_study(
     uri = tracking_uri or tracking.default_uri(root)
     check_store(uri)
     check_sqlite_file(tracking.open_store(uri).lease_url(root))
+    from ablate.elicit_phase import check_elicitation
+
     models = list(dict.fromkeys(model for _, model, _, _ in study.cells()))
     problems = []
     passk_n = study.passk.n if study.passk is not None else None
@@ -49,6 +51,8 @@ def preflight_study(
         lambda: check_models(models),
         lambda: check_task_data(study.task, study.task_options),
         lambda: check_sizes(study.budget, study.eval, models, study.device, passk_n),
+        lambda: check_elicitation(study, models),
+        lambda: check_selection_split(study),
     ):
         try:
             check()
@@ -74,6 +78,15 @@ def check_sizes(budget, eval, models: Iterable[str], device: str, passk_n=None) 
         problems += size_problems(budget, eval, model, limits, memory, passk_n)
     if problems:
         raise ConfigError("; ".join(dict.fromkeys(problems)))
+
+
+def check_selection_split(study: Study) -> None:
+    """The eval split has problems left for `EvalSpec.selection_problems`."""
+    if study.eval.selection_problems:
+        from ablate.evaluation import selection_split
+        from ablate.tasks import get_task
+
+        selection_split(get_task(study.task, **dict(study.task_options)), study.eval)
 
 
 def check_models(names_or_paths: Iterable[str | os.PathLike]) -> None:

@@ -77,6 +77,7 @@ def run_study(
     runs only the trials it accepts; the plan stays the whole study, and ids do not change."""
     from ablate import tracking
     from ablate.durable import write_atomic
+    from ablate.elicit_phase import elicitation_phase
     from ablate.passk_phase import passk_phase
     from ablate.preflight import preflight_study
 
@@ -97,6 +98,10 @@ def run_study(
             table = passk_phase(study, paths["passk"], hooks.on_passk)  # cached per cell
             csv = write_atomic(paths["study"] / "passk.csv", table.to_csv(index=False))
             parent.attach(csv)
+            if study.passk.elicit is not None:  # the best-elicited base, cached per model
+                table = elicitation_phase(study, paths["passk"], hooks.on_passk)
+                csv = write_atomic(paths["study"] / "elicitation.csv", table.to_csv(index=False))
+                parent.attach(csv)
         _notify(hooks.on_phase, "trials")
         statuses = parent.trial_status()
         chosen = [t for t in trials if select is None or select(t)]

@@ -165,6 +165,11 @@ class EvalSpec:
     report's task-level reading (below 256 problems the study warns)."""
     temperature: float = 1.0
     """Eval sampling temperature."""
+    selection_problems: int = 0
+    """Also evaluate on a selection split: the eval split's next this many problems after the
+    first `max_problems` (never trained on, never in the headline), logged as
+    selection/pass_at_1; the report's labelled best-checkpoint reading chooses each trial's
+    checkpoint there, never on the eval problems (0 = off)."""
 
     def problems(self) -> list[str]:
         if wrong := type_problems(self):
@@ -190,6 +195,13 @@ class EvalSpec:
                     self.max_problems is None or self.max_problems >= 1
                 ),
                 f"temperature={self.temperature} must be > 0": self.temperature > 0,
+                f"selection_problems={self.selection_problems} must be >= 0 (0 = off)": (
+                    self.selection_problems >= 0
+                ),
+                "selection_problems needs max_problems (the selection split is the eval "
+                "split's problems after the first max_problems)": (
+                    not self.selection_problems or self.max_problems is not None
+                ),
             },
         )
 

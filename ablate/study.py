@@ -29,6 +29,7 @@ __all__ = [
     "Budget",
     "Cells",
     "CurveSpec",
+    "ElicitSpec",
     "EvalSpec",
     "Optim",
     "PassKSpec",
@@ -54,6 +55,33 @@ class Cells:
 
 
 @dataclass(frozen=True, kw_only=True)
+class ElicitSpec:
+    """The best-elicited base: a declared grid of templates × few-shot examples × temperatures ×
+    answer parses, searched on a *selection* split (the first `selection_problems` problems of the
+    task's train split, which shares no problem with eval), the winner then measured on the eval
+    problems the trials are evaluated on. RL gains are reported over it as well as over step 0."""
+
+    templates: Sequence[str] | None = None
+    """Templates searched; None = the study's templates."""
+    shots: Sequence[int] = (0, 1)
+    """Worked examples (from the train split, never the selection or eval problems) per prompt."""
+    temperatures: Sequence[float] = ()
+    """Sampling temperatures searched besides the eval temperature, which is always searched."""
+    parses: Sequence[str] = ("strict", "lenient")
+    """Answer parses searched (`ablate.templates.PARSES`); "strict" is always searched."""
+    selection_problems: int = 64
+    """Problems of the selection split."""
+    n: int = 8
+    """Samples per selection problem (pass@1 is their mean correctness)."""
+
+    def __post_init__(self) -> None:
+        for name in ("shots", "temperatures", "parses"):
+            object.__setattr__(self, name, tuple(getattr(self, name)))
+        if self.templates is not None:
+            object.__setattr__(self, "templates", tuple(self.templates))
+
+
+@dataclass(frozen=True, kw_only=True)
 class PassKSpec:
     """The Pass@G phase: every base model × template before any RL."""
 
@@ -62,6 +90,8 @@ class PassKSpec:
     max_problems: int = 64
     templates: Sequence[str] | None = None
     temperature: float = 1.0
+    elicit: ElicitSpec | None = None
+    """Also search the best-elicited base (None = off)."""
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -289,6 +289,30 @@ def _passk_problems(study: Study) -> list[str]:
     out += [
         f"passk: unknown template {t!r}" for t in p.templates or () if t not in template_names()
     ]
+    return out + (_elicit_problems(p.elicit) if p.elicit is not None else [])
+
+
+def _elicit_problems(e) -> list[str]:
+    from ablate.spec import type_problems
+    from ablate.templates import PARSES, template_names
+
+    if type(e).__name__ != "ElicitSpec":
+        return [f"passk.elicit={e!r} must be an ElicitSpec(...) or None"]
+    if wrong := type_problems(e):
+        return [f"passk.elicit: {w}" for w in wrong]
+    valid = template_names()
+    out = [f"passk.elicit: unknown template {t!r}" for t in e.templates or () if t not in valid]
+    out += [
+        f"passk.elicit: unknown parse {x!r}; valid: {', '.join(PARSES)}"
+        for x in e.parses
+        if x not in PARSES
+    ]
+    if any(not isinstance(k, int) or k < 0 for k in e.shots) or not e.shots:
+        out.append(f"passk.elicit: shots={e.shots} must be integers >= 0 (0 = no examples)")
+    if any(not t > 0 for t in e.temperatures):
+        out.append(f"passk.elicit: temperatures={e.temperatures} must be > 0")
+    if e.selection_problems < 1 or e.n < 1:
+        out.append("passk.elicit: selection_problems and n must be >= 1")
     return out
 
 

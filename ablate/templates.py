@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ablate.errors import ConfigError
 
@@ -204,6 +204,46 @@ _TEMPLATES: dict[str, Template] = {
         ),
     )
 }
+
+
+#: How a completion's final answer is read: `strict` in the template's own format only, `lenient`
+#: also the last number anywhere in the completion (a `\\boxed{}` first), the parse the audits of
+#: RL-for-reasoning baselines found missing. A verifier's parse is chosen per call
+#: (`Task.verify(..., parse=)`); RL rewards keep `strict`.
+PARSES = ("strict", "lenient")
+
+
+def parsed(template: Template, parse: str) -> Template:
+    """`template` reading answers with `parse` ("strict": itself; "lenient": its own format, else
+    a boxed answer, else the last number); ConfigError on an unknown parse."""
+    if parse not in PARSES:
+        raise ConfigError(f"unknown answer parse {parse!r}; valid: {', '.join(map(repr, PARSES))}")
+    if parse == "strict":
+        return template
+    strict = template.extractor
+
+    def lenient(completion: str) -> str | None:
+        return strict(completion) or last_boxed(completion) or last_number(completion)
+
+    return replace(template, extractor=lenient)
+
+
+def with_shots(template: Template, examples: list[tuple[str, str]]) -> Template:
+    """`template` with worked examples (question, completion) shown before the question, each
+    in the template's own prompt and answer format, one per paragraph."""
+    if not examples:
+        return template
+    shown = "".join(template.render(q) + c + PARAGRAPH for q, c in examples)
+    return replace(
+        template,
+        name=f"{template.name}+{len(examples)}shot",
+        prompt=shown + template.prompt,
+        # the model may go on to a question of its own: its answer must not be read as the reply
+        stop=tuple(dict.fromkeys((*template.stop, PARAGRAPH))),
+    )
+
+
+PARAGRAPH = "\n\n"
 
 
 def template_names() -> tuple[str, ...]:

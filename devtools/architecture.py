@@ -80,7 +80,7 @@ FLOORS: dict[str, int] = {
         ),
         3,
     ),
-    **dict.fromkeys(("trainer", "evaluation", "passk_sweep"), 4),
+    **dict.fromkeys(("trainer", "evaluation", "passk_sweep", "elicitation"), 4),
     "tracking": 5,
     **dict.fromkeys(
         (
@@ -95,6 +95,7 @@ FLOORS: dict[str, int] = {
             "distributed",
             "tune",
             "passk_phase",
+            "elicit_phase",
         ),
         6,
     ),

@@ -11,9 +11,14 @@ the random control, one set of coin flips per seed.
 The same matched schedule as the quickstart (4 mini-batches per rollout, no KL), so the arms
 differ in the reward only. Evaluation reads the whole eval split (256 problems, 2 samples) at the
 start, every 20 steps and at the end.
+
+Every gain is also read against the best-elicited base (issue 33): the base model under the best
+of 3 templates × 0/1 worked examples × temperature 1.0/0.6 × strict/lenient parse, chosen on 64
+train problems and measured on the eval problems. The controls' gains over *that* base say how
+much of each one a better prompt, temperature or parser alone would have given.
 """
 
-from ablate.study import Budget, EvalSpec, Study, arm
+from ablate.study import Budget, ElicitSpec, EvalSpec, PassKSpec, Study, arm
 
 MATCHED = {"minibatches": 4, "kl_coef": 0.0}
 
@@ -32,6 +37,14 @@ STUDY = Study(
     seeds=[0, 1, 2],
     budget=Budget(max_steps=40, prompts_per_step=8, group_size=8, max_new_tokens=80),
     eval=EvalSpec(every=20, n_samples=2, ks=(1, 2)),
+    passk=PassKSpec(
+        elicit=ElicitSpec(
+            templates=["plain", "plain_q", "none"],
+            shots=(0, 1),
+            temperatures=(0.6,),
+            parses=("strict", "lenient"),
+        )
+    ),
     effect_of_interest=0.03,
     equivalence_margin=0.03,
 )

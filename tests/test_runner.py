@@ -20,7 +20,7 @@ from ablate.study import load_study
 pytestmark = pytest.mark.skipif("hopeless" not in zoo_names(), reason="zoo not available")
 
 STUDY = """
-from ablate.study import Budget, EvalSpec, PassKSpec, Study, arm
+from ablate.study import Budget, ElicitSpec, EvalSpec, PassKSpec, Study, arm
 
 STUDY = Study(
     name="six",
@@ -83,16 +83,33 @@ def test_sigkill_mid_trial_then_rerun_gives_exactly_six_finished_runs(tmp_path):
     assert len(params) >= 21  # every Algorithm field is a param
 
 
-def test_passk_phase_is_logged_and_cached(tmp_path):
-    study = write_study(tmp_path, steps=1, passk="PassKSpec(n=2, ks=(1, 2), max_problems=3)")
-    results = tmp_path / "results"
+def test_passk_phase_and_elicitation_are_logged_and_cached(tmp_path):
+    elicit = "ElicitSpec(templates=['plain', 'plain_q'], shots=(0, 1), selection_problems=3, n=2)"
+    passk = f"PassKSpec(n=2, ks=(1, 2), max_problems=3, elicit={elicit})"
+    study, results = write_study(tmp_path, steps=1, passk=passk), tmp_path / "results"
     for _ in range(2):
         proc = ablate_run(study, results)
         _, err = proc.communicate(timeout=300)
         assert proc.returncode == 0, err.decode()[-2000:]
-    assert len(list((results / "passk-cache").glob("*.csv"))) == 1  # computed once, then cached
+    cache = sorted(f.name.split("-")[0] for f in (results / "passk-cache").glob("*.csv"))
+    assert len(cache) == 2 and "elicit" in cache  # computed once each, then cached
     table = (results / "six" / "passk.csv").read_text().splitlines()
     assert table[0].startswith("model,template,k") and len(table) == 1 + 2  # k = 1, 2
+    import pandas as pd
+
+    e = pd.read_csv(results / "six" / "elicitation.csv")
+    grid = e[e["split"] == "selection"]
+    # 2 templates × 2 shot counts × 1 temperature × 2 parses, 3 selection problems each
+    assert len(grid) == 8 * 3 and set(grid["problem_id"]).isdisjoint(
+        e[e["split"] == "eval"]["problem_id"]
+    )
+    roles = e[e["split"] == "eval"].groupby("role")["problem_id"].count().to_dict()
+    assert roles == {
+        "as_trained": 2,
+        "lenient": 2,
+        "best": 2,
+        "best_prompt": 2,
+    }  # eval max_problems
     _assert_one_tag_namespace(results)
 
 

@@ -93,8 +93,19 @@ def load_model(path_or_zoo_name: str | os.PathLike):
     return model, tokenizer
 
 
+def load_tokenizer(path_or_zoo_name: str | os.PathLike):
+    """The tokenizer of a zoo name or a local checkpoint folder alone (no weights), offline."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(
+        resolve_model_path(path_or_zoo_name), local_files_only=True
+    )
+
+
 __all__ = [
     "load_model",
+    "load_tokenizer",
     "model_location",
     "resolve_model_path",
     "weights_hash",

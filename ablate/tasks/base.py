@@ -24,7 +24,7 @@ from typing import ClassVar, Literal
 
 from ablate.errors import ConfigError
 from ablate.registry import Registry
-from ablate.templates import Template
+from ablate.templates import Template, parsed
 
 Split = Literal["train", "eval"]
 SPLITS: tuple[Split, ...] = ("train", "eval")
@@ -108,8 +108,12 @@ class Task(ABC):
     def _prepare(self) -> None:  # noqa: B027  (an optional hook, empty by default)
         """Set-up that must not count against the time limit (e.g. starting a worker)."""
 
-    def verify(self, problem: Problem, completion: str, template: Template) -> Verdict:
-        """Judge `completion` for `problem` under `template`. Never raises; time-limited."""
+    def verify(
+        self, problem: Problem, completion: str, template: Template, parse: str = "strict"
+    ) -> Verdict:
+        """Judge `completion` for `problem` under `template`, its answer read with `parse`
+        (`ablate.templates.PARSES`: "strict" or "lenient"). Never raises; time-limited."""
+        template = parsed(template, parse)  # an unknown parse is a ConfigError, not a verdict
         try:
             self._prepare()
         except Exception as exc:

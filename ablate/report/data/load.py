@@ -9,6 +9,8 @@
 - `samples`: trial_id, arm, model, template, seed, step, problem_id, sample, correct, length,
   truncated (per-sample eval outcomes, from the `samples/eval_step*.parquet` artifacts).
 - `passk`: the study's base Pass@k table (`results/<study>/passk.csv`).
+- `elicitation`: the best-elicited base's per-problem rates (`results/<study>/elicitation.csv`,
+  `ablate.elicit_phase.COLUMNS`); empty when the study declares no elicitation grid.
 Frames are cached on disk under `results/<study>/report_cache/`, keyed by the runs' ids, status
 and end times, so a second report of an unchanged study reads no metric history from the store.
 The store is read through the tracking port (`StudyStore`, `RunTable`), whichever it is.
@@ -58,6 +60,7 @@ class StudyData:
     looks: tuple[int, ...] = ()
     spending: str = "obrien_fleming"
     positive_control: str | None = None
+    elicitation: pd.DataFrame = field(default_factory=pd.DataFrame)
     eval_samples: int = 0  # K: samples per eval problem
     task: str = ""
 
@@ -236,8 +239,8 @@ def load_samples(store: StudyStore, trials: pd.DataFrame) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True).reindex(columns=columns)
 
 
-def read_passk(results_dir: Path, study_name: str) -> pd.DataFrame:
-    path = results_dir / study_name / "passk.csv"
+def read_passk(results_dir: Path, study_name: str, name: str = "passk.csv") -> pd.DataFrame:
+    path = results_dir / study_name / name
     return pd.read_csv(path) if path.is_file() else pd.DataFrame()
 
 
@@ -285,6 +288,7 @@ def load_study_data(
         history=frames["history"],
         samples=frames["samples"],
         passk=read_passk(results_dir, study.name),
+        elicitation=read_passk(results_dir, study.name, "elicitation.csv"),
         group_size=study.budget.group_size,
         max_new_tokens=study.budget.max_new_tokens,
         algorithms={a.name: a.algorithm for a in study.arms},

@@ -14,7 +14,14 @@ from ablate.report.claims.tutorial import evaluate_claims
 from ablate.report.curves import section
 from ablate.report.data.load import StudyData
 from ablate.report.data.table import Table, TableSpec
-from ablate.report.render import budget, claim_tables, headline, secondary
+from ablate.report.render import (
+    budget,
+    checkpoints,
+    claim_tables,
+    elicited,
+    headline,
+    secondary,
+)
 from ablate.report.stats import contrasts as cx
 
 
@@ -29,7 +36,13 @@ def _registry(*declared: tuple[TableSpec, ...]) -> tuple[TableSpec, ...]:
 
 
 TABLES = _registry(
-    headline.TABLES, budget.TABLES, section.TABLES, claim_tables.TABLES, secondary.TABLES
+    headline.TABLES,
+    budget.TABLES,
+    elicited.TABLES,
+    checkpoints.TABLES,
+    section.TABLES,
+    claim_tables.TABLES,
+    secondary.TABLES,
 )
 
 
@@ -43,6 +56,10 @@ def report_findings(data: StudyData) -> dict[str, list[str]]:
     """The report's opening sentences by section, the curves' before the caveats."""
     steps, tokens = cx.headline_contrasts(data), cx.token_contrasts(data)
     found = findings(data, steps, tokens, cx.replicate_contrasts(data), evaluate_claims(data))
+    if elicited.has_elicitation(data):
+        caveats = found.pop("Caveats")
+        found |= {"Gains over the best-elicited base": elicited.elicited_sentences(data)}
+        found["Caveats"] = caveats
     if section.has_curves(data):
         caveats = found.pop("Caveats")
         found |= {"Compute–performance curves": section.curve_sentences(data), "Caveats": caveats}
