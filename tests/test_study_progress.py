@@ -185,3 +185,37 @@ def test_watch_study_counts_trials_started_in_workers():
     hooks.on_trial_step(trial("b"), 0, 0, {})
     hooks.on_trial_step(trial("a"), 1, 4, {})
     assert shown[-1].startswith("study: 2 of 5 trials done, 2 running, 1 left")
+
+
+def test_the_bars_study_row_counts_down_the_estimate():
+    import io
+    import time
+
+    from rich.console import Console
+    from rich.progress import Progress
+
+    from ablate.commands.progress import study_bar, study_remaining_column
+
+    watch = StudyWatch(slots=1)
+    watch.plan([("a", 4), ("b", 4)], finished=1)
+    watch.start("a", 4, 0.0)
+    watch.step("a", 1, 4, 1.0)
+    watch.step("a", 2, 4, 3.0)
+    watch.line()  # 12 s to go
+    column = study_remaining_column()
+    with Progress(console=Console(file=io.StringIO())) as bar:
+        show = study_bar(bar, watch)
+        [row] = bar.tasks
+        assert row.fields["done_at"] is None and str(column.render(row)) == "-:--:--"
+        before = time.monotonic()
+        show("")
+        assert row.description == "trials (1 running, 1 left)"
+        assert (row.completed, row.total) == (1, 3)
+        assert before + 12.0 <= row.fields["done_at"] <= time.monotonic() + 12.0
+        bar.update(row.id, done_at=time.monotonic() + 3600.4)
+        assert str(column.render(row)) == "1:00:00"
+        bar.update(row.id, done_at=time.monotonic() - 5)  # overrun: never negative
+        assert str(column.render(row)) == "0:00:00"
+        bar.add_task("a trial", total=10)
+        other = bar.tasks[-1]
+        assert str(column.render(other)) == "-:--:--"  # rich's own, with nothing done yet

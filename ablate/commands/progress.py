@@ -184,30 +184,35 @@ def _both(first: Callable | None, then: Callable) -> Callable:
 
 def study_bar(bar: Any, watch: Any) -> Callable[[str], None]:
     """A `show` for `watch_study` on rich bars: a row `trials (R running, L left)` with done of
-    all, and the study's time to go in the time-remaining column (`study_remaining_column`)."""
-    import datetime
-
-    task = bar.add_task("trials", total=None, eta="-:--:--")
+    all, and the study's time to go, counting down between estimates, in the time-remaining
+    column (`study_remaining_column`)."""
+    task = bar.add_task("trials", total=None, done_at=None)
 
     def show(line: str) -> None:
         c, left = watch.progress.counts, watch.progress.seconds_left
-        eta = "-:--:--" if left is None else str(datetime.timedelta(seconds=round(left)))
+        done_at = None if left is None else time.monotonic() + left
         description = f"trials ({c.running} running, {c.left} left)"
-        bar.update(task, description=description, completed=c.done, total=c.total, eta=eta)
+        bar.update(task, description=description, completed=c.done, total=c.total, done_at=done_at)
 
     return show
 
 
 def study_remaining_column() -> Any:
     """rich's time-remaining column, but the study's own estimate in the study's row (a task
-    with an `eta` field): rich's would extrapolate from the trials done so far."""
+    with a `done_at` field): rich's would extrapolate from the trials done so far."""
+    import datetime
+
     from rich.progress import TimeRemainingColumn
     from rich.text import Text
 
     class StudyRemaining(TimeRemainingColumn):
         def render(self, task):
-            if "eta" in task.fields:
-                return Text(task.fields["eta"], style="progress.remaining")
-            return super().render(task)
+            if "done_at" not in task.fields:
+                return super().render(task)
+            done_at = task.fields["done_at"]
+            if done_at is None:
+                return Text("-:--:--", style="progress.remaining")
+            left = round(max(0.0, done_at - time.monotonic()))
+            return Text(str(datetime.timedelta(seconds=left)), style="progress.remaining")
 
     return StudyRemaining()
