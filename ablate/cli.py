@@ -13,6 +13,7 @@ import typer
 
 from ablate import lifetime
 from ablate.commands import COMMAND_MODULES
+from ablate.commands.help_text import tidy_help
 from ablate.durable import is_disk_error
 from ablate.errors import AblateError, AblateWarning
 
@@ -42,6 +43,7 @@ app = typer.Typer(
 
 for _name in COMMAND_MODULES:
     importlib.import_module(f"ablate.commands.{_name}").register(app)
+tidy_help(app)  # docstrings' line breaks would otherwise split sentences in the help
 
 
 #: The ablate warnings this command has printed (each is printed once: the same algorithm is

@@ -55,6 +55,8 @@ class RunHooks:
     on_passk: Callable[[str, int, int], None] | None = None
     #: with workers > 1, instead of on_trial_start / on_step: trials interleave
     on_trial_step: TrialStep | None = None
+    #: before the trials: those this run will train, and how many chosen ones had FINISHED
+    on_plan: Callable[[list[Trial], int], None] | None = None
 
 
 def results_paths(results_dir: str | Path, study: Study) -> dict[str, Path]:
@@ -107,6 +109,7 @@ def run_study(
         chosen = [t for t in trials if select is None or select(t)]
         todo = [t for t in chosen if statuses.get(t.id) != "FINISHED"]
         skipped = [_outcome(t, "skipped", "already FINISHED") for t in chosen if t not in todo]
+        _notify(hooks.on_plan, todo, len(skipped))
         if workers <= 1:
             done = [
                 run_trial(study, t, uri, paths["study"], hooks, i, len(todo))

@@ -48,6 +48,10 @@ def test_a_killed_run_logged_to_a_file_says_where_it_was(tmp_path):
     text = "\n".join(lines)
     assert "phase: Pass@G" in text and "pass@G hopeless × plain: 3/3 prompts" in text
     assert "phase: trials" in text and "trial 1/2: grpo | hopeless | plain | seed 0" in text
+    # the study's progress: after the plan and at the trial's start (nothing measured yet)
+    first = "study: 0 of 2 trials done, 0 running, 2 left; time to go: measured after the first"
+    assert sum(line.split(" ", 1)[1].startswith(first) for line in lines) == 1
+    assert "study: 0 of 2 trials done, 1 running, 1 left; time to go: measured" in text
     steps = [line for line in lines if ": step " in line]
     assert [line.split(": step ")[1].split()[0] for line in steps[:3]] == ["1/40", "2/40", "3/40"]
     assert all(" reward " in line and " tokens " in line and " s/step" in line for line in steps)
@@ -73,6 +77,10 @@ def test_a_run_with_workers_logs_every_trials_steps(tmp_path):
         steps = [line.split(": step ")[1].split()[0] for line in lines if line.startswith(label)]
         assert steps == ["2/6", "4/6", "6/6"], lines
         assert sum(line.startswith(f"trial ended: {label}: finished") for line in lines) == 1
+    studies = [line for line in lines if line.startswith("study: ")]
+    assert studies[0].startswith("study: 0 of 2 trials done, 0 running, 2 left")
+    assert " s/step, 2 in parallel)" in studies[-2]  # measured once a trial ended
+    assert studies[-1] == "study: 2 of 2 trials done, 0 running, 0 left"
 
 
 def test_train_with_results_is_a_trial_run_of_an_adhoc_study(tmp_path, capsys):
@@ -129,10 +137,9 @@ def test_bars_for_trials_in_workers_come_and_go_with_their_trials():
         spec = SimpleNamespace(model="m", seed=seed, budget=SimpleNamespace(max_steps=6))
         return SimpleNamespace(id=f"{arm}{seed}", arm=arm, spec=spec)
 
-    study = SimpleNamespace(trials=lambda: [1, 2])
     console = Console(file=io.StringIO(), force_terminal=True, width=120)
     a, b = trial("grpo", 0), trial("dapo", 1)
-    with _study_bars(console, study) as hooks:
+    with _study_bars(console, workers=2) as hooks:
         hooks.on_trial_step(a, 0, 0, {})
         hooks.on_trial_step(b, 0, 0, {})
         hooks.on_trial_step(a, 3, 6, {})
@@ -140,15 +147,20 @@ def test_bars_for_trials_in_workers_come_and_go_with_their_trials():
         def bars():
             return {t.description: t.completed for t in _progress(hooks).tasks if t.visible}
 
-        assert bars() == {"trials": 0, "grpo | m | s0": 3, "dapo | m | s1": 0}
+        study = "trials (2 running, 0 left)"
+        assert bars() == {study: 0, "grpo | m | s0": 3, "dapo | m | s1": 0}
         hooks.on_trial_end(SimpleNamespace(trial_id=a.id))
         hooks.on_trial_step(a, 6, 6, {})  # late
-        assert bars() == {"trials": 1, "dapo | m | s1": 0}
+        assert bars() == {"trials (1 running, 0 left)": 1, "dapo | m | s1": 0}
 
 
 def _progress(hooks):
     """The rich Progress the display's hooks close over."""
     from rich.progress import Progress
 
-    cells = [c.cell_contents for c in hooks.on_trial_step.__closure__ or ()]
-    return next(c for c in cells if isinstance(c, Progress))
+    hooks_left, seen = [hooks.on_trial_step], []
+    while hooks_left:  # through the study-progress hook that wraps the display's own
+        cells = [c.cell_contents for c in hooks_left.pop().__closure__ or ()]
+        seen += cells
+        hooks_left += [c for c in cells if callable(c) and getattr(c, "__closure__", None)]
+    return next(c for c in seen if isinstance(c, Progress))

@@ -263,13 +263,35 @@ def test_cli_list_and_show_give_the_weights_hash_and_where_a_name_resolves(
     assert main(["zoo", "list"]) == 0
     out = capsys.readouterr().out
     row = next(line for line in out.splitlines() if line.strip("│ ").startswith("rl_ready"))
-    assert digest[:8] in row and "shipped" in row and "cache build: by path only" in row
+    assert digest[:8] in row and "shipped*" in row.split()
+    assert f"* rl_ready: a cache build at {cached} loads only by that path" in out
     assert main(["zoo", "show", "rl_ready"]) == 0
     out = capsys.readouterr().out
     assert digest in out and f"rl_ready: shipped {SHIPPED_DIR / 'rl_ready'}" in out
     assert main(["zoo", "show", str(cached)]) == 0
     out = capsys.readouterr().out
     assert "cache" in out and weights_sha256(cached) in out and digest not in out
+
+
+def test_cli_list_fits_80_columns_with_a_cache_build_and_an_older_recipe(
+    capsys, monkeypatch, tmp_path
+):
+    monkeypatch.setenv("COLUMNS", "80")
+    monkeypatch.setenv("ABLATE_CACHE", str(tmp_path))
+    fake_cache_build(get_recipe("ladder"), "rl_ready")
+    monkeypatch.setattr(store, "is_current", lambda path, recipe: path.name != "mid")
+    assert main(["zoo", "list"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    names = [n for recipe in catalog.RECIPES.values() for n in recipe.output_names()]
+    header = next(i for i, line in enumerate(lines) if line.startswith("model "))
+    rows = lines[header + 1 : header + 1 + len(names)]
+    # one line per model, in order, and nothing wrapped onto a line of its own after them
+    assert [row.split()[0] for row in rows] == names
+    assert not lines[header + 1 + len(names)].startswith(" ")
+    assert all(len(line) <= 80 for line in lines[: header + 1 + len(names)])
+    cells = {row.split()[0]: row.split() for row in rows}
+    assert cells["rl_ready"][3] == "shipped*" and cells["mid"][3] == "shipped!"
+    assert "! mid: built from an older version of recipe ladder" in lines
 
 
 def test_cli_build_of_a_shipped_recipe_says_the_shipped_one_wins_and_if_it_matched(

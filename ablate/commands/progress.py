@@ -110,3 +110,109 @@ def outcome_text(out: Any) -> str:
     if out.outcome == "finished" and out.final_eval and "eval/pass_at_1" in out.final_eval:
         return f"finished, pass@1 {out.final_eval['eval/pass_at_1']:.3f}"
     return f"{out.outcome}: {out.message}" if out.message else out.outcome
+
+
+#: Seconds between two plain study-progress lines while trials run (also one at each trial's
+#: start and end).
+STUDY_EVERY = 300.0
+
+
+def watch_study(
+    hooks: Any,
+    *,
+    slots: int,
+    show: Callable[[str], None],
+    every: float = STUDY_EVERY,
+    clock: Callable[[], float] = time.monotonic,
+    watch: Any = None,
+) -> Any:
+    """`hooks` (a `RunHooks`) with the study's progress added: `show(line)` after the plan and
+    each trial's start and end and, at a step, once `every` seconds have passed since the last
+    line. `watch`: the `StudyWatch` to keep the progress in (a display may read its counts)."""
+    import dataclasses
+
+    from ablate.commands.study_progress import StudyWatch
+
+    watch = watch or StudyWatch(slots)
+    shown_at = [-math.inf]
+    current = [""]  # workers == 1: the trial its steps belong to
+
+    def emit(now: float, force: bool) -> None:
+        if force or now - shown_at[0] >= every:
+            shown_at[0] = now
+            show(watch.line())
+
+    def on_plan(todo, finished) -> None:
+        watch.plan([(t.id, t.spec.budget.max_steps) for t in todo], finished)
+        emit(clock(), True)
+
+    def on_trial_start(trial, index, total) -> None:
+        current[0] = trial.id
+        watch.start(trial.id, trial.spec.budget.max_steps, now := clock())
+        emit(now, True)
+
+    def on_step(step, total, metrics) -> None:
+        watch.step(current[0], step, total, now := clock())
+        emit(now, False)
+
+    def on_trial_step(trial, step, total, metrics) -> None:
+        if step == 0:  # a worker started it
+            return on_trial_start(trial, 0, 0)
+        watch.step(trial.id, step, total, now := clock())
+        emit(now, False)
+
+    def on_trial_end(out) -> None:
+        watch.end(out.trial_id, now := clock())
+        emit(now, True)
+
+    added = dict(on_plan=on_plan, on_trial_start=on_trial_start, on_step=on_step)
+    added.update(on_trial_step=on_trial_step, on_trial_end=on_trial_end)
+    chained = {name: _both(getattr(hooks, name), hook) for name, hook in added.items()}
+    return dataclasses.replace(hooks, **chained)
+
+
+def _both(first: Callable | None, then: Callable) -> Callable:
+    """A hook calling `first` (if any) and then `then` with the same arguments."""
+
+    def hook(*args) -> None:
+        if first is not None:
+            first(*args)
+        then(*args)
+
+    return hook
+
+
+def study_bar(bar: Any, watch: Any) -> Callable[[str], None]:
+    """A `show` for `watch_study` on rich bars: a row `trials (R running, L left)` with done of
+    all, and the study's time to go, counting down between estimates, in the time-remaining
+    column (`study_remaining_column`)."""
+    task = bar.add_task("trials", total=None, done_at=None)
+
+    def show(line: str) -> None:
+        c, left = watch.progress.counts, watch.progress.seconds_left
+        done_at = None if left is None else time.monotonic() + left
+        description = f"trials ({c.running} running, {c.left} left)"
+        bar.update(task, description=description, completed=c.done, total=c.total, done_at=done_at)
+
+    return show
+
+
+def study_remaining_column() -> Any:
+    """rich's time-remaining column, but the study's own estimate in the study's row (a task
+    with a `done_at` field): rich's would extrapolate from the trials done so far."""
+    import datetime
+
+    from rich.progress import TimeRemainingColumn
+    from rich.text import Text
+
+    class StudyRemaining(TimeRemainingColumn):
+        def render(self, task):
+            if "done_at" not in task.fields:
+                return super().render(task)
+            done_at = task.fields["done_at"]
+            if done_at is None:
+                return Text("-:--:--", style="progress.remaining")
+            left = round(max(0.0, done_at - time.monotonic()))
+            return Text(str(datetime.timedelta(seconds=left)), style="progress.remaining")
+
+    return StudyRemaining()

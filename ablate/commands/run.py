@@ -110,7 +110,7 @@ def run_with_progress(
 
     console = Console()
     bars = wants_bars(console)
-    display = _study_bars(console, study, select) if bars else _study_lines(log_every)
+    display = _study_bars(console, workers) if bars else _study_lines(log_every, workers)
     with display as hooks:
         return run_study(
             study,
@@ -123,16 +123,11 @@ def run_with_progress(
 
 
 @contextlib.contextmanager
-def _study_bars(console, study, select=None):
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeElapsedColumn,
-        TimeRemainingColumn,
-    )
+def _study_bars(console, workers: int = 1):
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+    from ablate.commands.progress import study_bar, study_remaining_column, watch_study
+    from ablate.commands.study_progress import StudyWatch
     from ablate.runner import RunHooks
 
     columns = [
@@ -140,11 +135,11 @@ def _study_bars(console, study, select=None):
         BarColumn(),
         MofNCompleteColumn(),
         TimeElapsedColumn(),
-        TimeRemainingColumn(),
+        study_remaining_column(),
     ]
     with Progress(*columns, console=console) as bar:
-        chosen = [t for t in study.trials() if select is None or select(t)]
-        trials = bar.add_task("trials", total=len(chosen))
+        watch = StudyWatch(workers)
+        show = study_bar(bar, watch)  # the study's row: trials done / running / left, time to go
         steps = bar.add_task("pass@G phase", total=None)
 
         def on_trial_start(trial, index, total) -> None:
@@ -174,21 +169,29 @@ def _study_bars(console, study, select=None):
             ended.add(out.trial_id)
             if (task := running.pop(out.trial_id, None)) is not None:
                 bar.remove_task(task)
-            bar.advance(trials)
 
-        yield RunHooks(
+        hooks = RunHooks(
             on_trial_start=on_trial_start,
             on_step=on_step,
             on_passk=on_passk,
             on_trial_end=on_trial_end,
             on_trial_step=on_trial_step,
         )
+        yield watch_study(hooks, slots=workers, show=show, every=0, watch=watch)
 
 
 @contextlib.contextmanager
-def _study_lines(every: int):
-    """Plain, flushed lines: each phase, each trial's start and end, every `every` steps."""
-    from ablate.commands.progress import StepLines, outcome_text, passk_lines, say, trial_label
+def _study_lines(every: int, workers: int = 1):
+    """Plain, flushed lines: each phase, each trial's start and end, every `every` steps; the
+    study's progress after each trial's start and end and every few minutes."""
+    from ablate.commands.progress import (
+        StepLines,
+        outcome_text,
+        passk_lines,
+        say,
+        trial_label,
+        watch_study,
+    )
     from ablate.runner import RunHooks
 
     steps = StepLines(every)
@@ -211,7 +214,7 @@ def _study_lines(every: int):
         where = f"{out.arm} | {out.model} | {out.template} | seed {out.seed}"
         say(f"trial ended: {where}: {outcome_text(out)}")
 
-    yield RunHooks(
+    hooks = RunHooks(
         on_phase=lambda phase: say(f"phase: {'Pass@G' if phase == 'passk' else phase}"),
         on_trial_start=on_trial_start,
         on_step=steps,
@@ -219,6 +222,7 @@ def _study_lines(every: int):
         on_trial_end=on_trial_end,
         on_trial_step=on_trial_step,
     )
+    yield watch_study(hooks, slots=workers, show=say)
 
 
 def print_summary(study, outcomes, results: str, tracking_uri: str | None = None) -> None:

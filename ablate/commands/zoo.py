@@ -17,6 +17,9 @@ zoo_app = typer.Typer(help="The tiny pretrained base-model zoo.", no_args_is_hel
 SHORT_HASH = 12
 LIST_HASH = 8  # `zoo list` is one screen wide; `zoo show` prints the full hash
 NOT_BUILT = "[dim]not built[/dim]"
+#: `zoo list` marks beside where a name resolves, each explained in a line under the table
+OLDER = "!"  # built from an older version of its recipe
+ALSO = "*"  # another build of the same name exists (loadable by its path only)
 
 BUILD_HELP = (
     "Pretrain a zoo recipe (the default ladder: 12 min on 2 idle CPU cores, more when shared). "
@@ -38,31 +41,22 @@ def list_models() -> None:
     """Show every zoo model: where its name resolves, its weights hash, its recipe and its
     measured Pass@1 / Pass@8; then what the models not built are and how to build them."""
     from rich.console import Console
-    from rich.table import Table
 
-    from ablate.models.catalog import EVAL_TEMPLATES, RECIPES
+    from ablate.models.catalog import RECIPES
 
-    table = Table(
-        title="model zoo: Pass@1/Pass@8 per template (64 eval problems x 8 samples, T=1)",
-        box=None,  # no borders, one space between columns: 80 terminal columns suffice
-        padding=(0, 1, 0, 0),
-        header_style="bold underline",
-    )
-    for column in ("model", "recipe", "step"):
-        table.add_column(column, no_wrap=True)
-    table.add_column("where", min_width=len("not built"))  # the one column that may wrap
-    table.add_column("weights", no_wrap=True)
-    for template in EVAL_TEMPLATES:  # full names: a cut one would be another template's
-        table.add_column(template, no_wrap=True, min_width=len(template))
-    missing = []
+    table = _list_table()
+    missing, notes = [], []
     for recipe in RECIPES.values():
         for name in recipe.output_names():
-            cells = _list_cells(recipe, name)
+            cells, model_notes = _list_cells(recipe, name)
             table.add_row(name, recipe.name, *cells)
+            notes.extend(model_notes)
             if cells[1] == NOT_BUILT and recipe not in missing:
                 missing.append(recipe)
     console = Console()
     console.print(table)
+    for note in notes:  # under the table: a path in a cell would wrap it over many lines
+        console.print(note, soft_wrap=True, highlight=False, markup=False)
     for recipe in missing:
         console.print(
             f"{recipe.name} (not built): {recipe.description}; build it into the cache with "
@@ -72,7 +66,30 @@ def list_models() -> None:
         )
 
 
-def _list_cells(recipe, name: str) -> list[str]:
+def _list_table():
+    """The empty `zoo list` table: every cell on one line, 80 terminal columns wide."""
+    from rich.table import Table
+
+    from ablate.models.catalog import EVAL_TEMPLATES
+
+    table = Table(
+        title="model zoo: Pass@1/Pass@8 per template (64 eval problems x 8 samples, T=1)",
+        box=None,  # no borders, one space between columns: 80 terminal columns suffice
+        padding=(0, 1, 0, 0),
+        header_style="bold underline",
+    )
+    for column in ("model", "recipe", "step"):
+        table.add_column(column, no_wrap=True)
+    # short words and a mark; what a mark means is a line under the table
+    table.add_column("where", no_wrap=True, min_width=len("not built"))
+    table.add_column("weights", no_wrap=True)
+    for template in EVAL_TEMPLATES:  # full names: a cut one would be another template's
+        table.add_column(template, no_wrap=True, min_width=len(template))
+    return table
+
+
+def _list_cells(recipe, name: str) -> tuple[list[str], list[str]]:
+    """The row's cells after model and recipe, and the notes its marks in `where` refer to."""
     from ablate.models import zoo_path
     from ablate.models.catalog import EVAL_TEMPLATES
     from ablate.models.store import built_locations, is_current, read_meta, weights_sha256
@@ -80,16 +97,22 @@ def _list_cells(recipe, name: str) -> list[str]:
     try:
         path = zoo_path(name)
     except ConfigError:
-        return ["", NOT_BUILT]
+        return ["", NOT_BUILT], []
     found = built_locations(recipe, name)
-    where = next(w for w, p in found if p == path)
+    where, notes = next(w for w, p in found if p == path), []
     if not is_current(path, recipe):
-        where += " [yellow](older recipe)[/yellow]"
-    if any(p != path for _, p in found):
-        where += " [dim](+ cache build: by path only)[/dim]"
+        where += f"[yellow]{OLDER}[/yellow]"
+        notes.append(f"{OLDER} {name}: built from an older version of recipe {recipe.name}")
+    for other_where, other in found:
+        if other != path:
+            where += f"[dim]{ALSO}[/dim]"
+            notes.append(
+                f"{ALSO} {name}: a {other_where} build at {other} loads only by that path; "
+                f"the name {name} loads the {where.split('[')[0]} weights"
+            )
     meta = read_meta(path) or {}
     cells = [_passk_cell(meta.get("measured", {}).get(t), sep="/") for t in EVAL_TEMPLATES]
-    return [str(meta.get("step", "?")), where, weights_sha256(path)[:LIST_HASH], *cells]
+    return [str(meta.get("step", "?")), where, weights_sha256(path)[:LIST_HASH], *cells], notes
 
 
 def _passk_cell(measured: dict | None, sep: str = " / ") -> str:
