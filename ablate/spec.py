@@ -243,6 +243,11 @@ def setting_problems(
         problems.append(f"checkpoint_every={checkpoint_every!r} must be an integer >= 0")
     if engine not in get_args(Engine):
         problems.append(f"engine={engine!r} must be 'hf' or 'vllm'")
+    if engine == "vllm" and not problems:  # refused here, before any compute, not by vLLM
+        from ablate.records import vllm_temperature_problems  # lazily: records imports torch
+
+        problems += vllm_temperature_problems(budget.temperature, "budget.temperature")
+        problems += vllm_temperature_problems(eval.temperature, "eval.temperature")
     return problems
 
 
