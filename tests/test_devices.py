@@ -140,3 +140,11 @@ def test_bf16_on_a_machine_without_cuda_fails_before_any_model_is_loaded(monkeyp
     monkeypatch.setattr("ablate.models.load_model", no_load)
     with pytest.raises(ConfigError, match="needs a CUDA device"):
         setup_trial(spec(device="auto", precision="bf16"))
+
+
+def test_the_memory_check_reads_auto_as_the_device_the_trial_will_use(monkeypatch):
+    from ablate.resources import memory_limit
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert memory_limit("auto") == memory_limit("cpu")
+    assert memory_limit("auto")[1] == "this machine's RAM"

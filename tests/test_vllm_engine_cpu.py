@@ -237,3 +237,14 @@ def test_the_zoo_tokenizer_round_trips_through_save_and_autotokenizer(tmp_path):
     text = "Q: 12 + 7 =\n"
     assert loaded(text)["input_ids"] == tokenizer(text)["input_ids"]
     assert loaded.eos_token_id == tokenizer.eos_token_id
+
+
+def test_a_bf16_autocast_trial_samples_in_bf16_from_its_fp32_model(fake, model_and_tokenizer):
+    from ablate.trainer.setup import _default_engine
+
+    model, tokenizer = model_and_tokenizer
+    engine = _default_engine("vllm", "cuda", "bf16")(model, tokenizer)
+    assert fake.calls.llm_kwargs[0]["dtype"] == "bfloat16" and engine.dtype == "bfloat16"
+    assert _default_engine("vllm", "cuda", "fp32") is vllm_engine.VLLMEngine
+    with pytest.raises(ConfigError, match="dtype='int8'"):
+        vllm_engine.VLLMEngine(model, tokenizer, dtype="int8")

@@ -190,14 +190,18 @@ class VLLMEngine:
         *,
         gpu_memory_utilization: float = 0.3,
         max_model_len: int | None = None,
+        dtype: str | None = None,
     ) -> None:
+        """`dtype`: vLLM's, when not the model's own (a bf16-autocast trial samples in bf16)."""
+        if dtype is not None and dtype not in _DTYPES.values():
+            raise ConfigError(f"dtype={dtype!r} must be one of {sorted(_DTYPES.values())}")
         vllm = _import_vllm()
         self._vllm = vllm
         self.tokenizer = tokenizer
         self.eos_id = int(tokenizer.eos_token_id)
         pad = tokenizer.pad_token_id
         self.pad_id = int(pad) if pad is not None else self.eos_id
-        self.dtype = engine_dtype(model)
+        self.dtype = dtype or engine_dtype(model)
         self.attention_precision = attention_precision(self.dtype)
         self.max_model_len = max_model_len
         settings = llm_arguments("", self.dtype, gpu_memory_utilization, max_model_len)

@@ -1,5 +1,5 @@
-"""`make gpu-check`: the vLLM engine on a CUDA machine, in one command (`python -m devtools
-gpu-check`, after the Makefile installed the `vllm` extra).
+"""The vLLM check of `make gpu-check`, on a CUDA machine where vLLM is importable (the
+dispatcher, `devtools.bench.gpu_check`, runs the CUDA check, `gpu_cuda`, where it is not).
 
 For a zoo model (rl_ready) and the 4.2M size (its seeded initialisation, as in `make bench`):
 - parity with `HFEngine` on the same weights on the GPU: greedy completions agree, and the
