@@ -10,7 +10,7 @@ export TRANSFORMERS_OFFLINE := 1
 export HF_DATASETS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: install demo test test-slow test-gpu gpu-check test-latex test-browser lint format bench \
+.PHONY: install demo test test-slow test-gpu gpu-check gpu-wheels gpu-deps test-latex test-browser lint format bench \
 	calibrate curve-calibration study passk tune report ui worker clean
 
 install: $(STAMP)
@@ -69,22 +69,54 @@ test: install
 test-slow: install
 	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -m "slow" -q
 
-test-gpu: install
-	$(BIN)/python -m pytest -m "gpu" -q
+# The GPU targets run on the GPU machine's own Python (its CUDA PyTorch and transformers), or on
+# .venv-gpu where INSTALL_VLLM=1 built it; pure-Python dependencies that machine lacks (pytest for
+# test-gpu) come as wheels from wheels/ (`make gpu-wheels` on a networked machine; README "GPU"),
+# installed without network into .gpu-deps. On a machine without a GPU both say so, run nothing
+# and exit 0.
+GPU_VENV  := .venv-gpu
+WHEELS    := wheels
+GPU_DEPS  := .gpu-deps
+GPU_PY     = $(if $(wildcard $(GPU_VENV)/bin/python),$(GPU_VENV)/bin/python,$(PY))
+GPU_ENV    = PYTHONPATH="$(CURDIR)/$(GPU_DEPS):$(CURDIR)"
+CPU_PY     = $(if $(wildcard $(BIN)/python),$(BIN)/python,$(PY))
+NO_GPU     = ! nvidia-smi -L >/dev/null 2>&1
+GPU_WHEELS := pytest pluggy iniconfig
 
-# The vLLM engine on a CUDA machine, one command (python -m devtools gpu-check): vLLM vs HFEngine on
-# rl_ready and the 4.2M size (greedy samples, log-probs), tokens/s vs model.generate, 20 RL steps
-# with weight sync; report in reports/gpu/. The vllm extra goes into its own environment (vLLM
-# pins its own CUDA torch; .venv keeps the CPU one). Without a GPU it says so and exits 0.
-GPU_VENV := .venv-gpu
+gpu-wheels: install
+	$(BIN)/python -m pip download --quiet --no-deps --only-binary=:all: --dest $(WHEELS) $(GPU_WHEELS)
+
+gpu-deps:
+	@rm -rf $(GPU_DEPS) && mkdir -p $(GPU_DEPS)
+	@if ls $(WHEELS)/*.whl >/dev/null 2>&1; then \
+		$(GPU_PY) -m pip install --quiet --no-index --no-deps --target $(GPU_DEPS) $(WHEELS)/*.whl; fi
+
+# The `gpu` tests with CUDA present (the vLLM one also needs vLLM); never in the CPU venv, where
+# every one of them would skip and the target would pass having tested nothing.
+test-gpu:
+	@if $(NO_GPU); then \
+		echo "test-gpu: needs a CUDA GPU, and nvidia-smi finds none: no GPU test was run"; exit 0; fi; \
+	set -e; $(MAKE) -s gpu-deps; \
+	$(GPU_ENV) $(GPU_PY) -c "import torch, sys; sys.exit(not torch.cuda.is_available())" || \
+		{ echo "test-gpu: $(GPU_PY)'s torch sees no CUDA GPU: no GPU test was run"; exit 1; }; \
+	$(GPU_ENV) $(GPU_PY) -m pytest -m gpu -q -p no:cacheprovider
+
+# One command on a GPU machine (python -m devtools gpu-check decides): with vLLM importable, the
+# vLLM check (vLLM vs HFEngine on rl_ready and the 4.2M size, tokens/s, 20 RL steps with weight
+# sync) -> reports/gpu/gpu_check.md; without vLLM, the CUDA check (the trainer and HFEngine on
+# cuda against the CPU, 20 GRPO steps) -> reports/gpu/cuda_check.md. INSTALL_VLLM=1 first installs
+# the vllm extra into .venv-gpu (network needed; vLLM pins its own CUDA torch). Without a GPU it
+# says what it would run and exits 0.
 gpu-check:
-	@if ! nvidia-smi -L >/dev/null 2>&1; then \
-		echo "gpu-check: needs a CUDA GPU, and this machine has none (nvidia-smi finds no GPU): nothing was checked"; \
-		exit 0; fi; \
-	set -e; test -x $(GPU_VENV)/bin/python || $(PY) -m venv $(GPU_VENV); \
-	$(GPU_VENV)/bin/python -m pip install --quiet --upgrade pip; \
-	$(GPU_VENV)/bin/python -m pip install --quiet -e ".[vllm]"; \
-	timeout 300 $(GPU_VENV)/bin/python -m devtools gpu-check --out reports/gpu
+	@if $(NO_GPU); then \
+		$(CPU_PY) -m devtools gpu-check --dry-run --reason "nvidia-smi finds no GPU" 2>/dev/null || \
+		echo "gpu-check: needs a CUDA GPU (nvidia-smi finds none): nothing was checked"; exit 0; fi; \
+	set -e; if [ "$(INSTALL_VLLM)" = 1 ]; then \
+		test -x $(GPU_VENV)/bin/python || $(PY) -m venv $(GPU_VENV); \
+		$(GPU_VENV)/bin/python -m pip install --quiet --upgrade pip; \
+		$(GPU_VENV)/bin/python -m pip install --quiet -e ".[vllm]"; fi; \
+	$(MAKE) -s gpu-deps; \
+	$(GPU_ENV) timeout 300 $(GPU_PY) -m devtools gpu-check --out reports/gpu
 
 # Debian packages, installed when missing (as root, or through sudo).
 SUDO    := $(shell [ "$$(id -u)" = 0 ] || echo sudo)

@@ -73,8 +73,11 @@ def advantage_metrics(advantages: Tensor, mask: Tensor | None = None) -> dict[st
     }
 
 
-def entropy_metrics(entropy: Tensor, mask: Tensor) -> dict[str, float]:
-    """Mean per-token entropy of the temperature-scaled sampling distribution."""
+def entropy_metrics(entropy: Tensor | None, mask: Tensor) -> dict[str, float]:
+    """Mean per-token entropy of the temperature-scaled sampling distribution; nothing where the
+    engine reports none (vLLM), so no NaN reaches `entropy/mean` or the statistics over it."""
+    if entropy is None:
+        return {}
     m = mask.double()
     return {"entropy/mean": ((entropy.double() * m).sum() / m.sum().clamp(min=1)).item()}
 

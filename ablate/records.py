@@ -21,6 +21,25 @@ from torch import Tensor
 
 from ablate.errors import ConfigError
 
+#: What vLLM's `SamplingParams` refuses or silently changes (vllm/sampling_params.py,
+#: `_verify_args`, `__post_init__`): a temperature above 2 is an error; a positive one below
+#: 0.01 (`_MAX_TEMP`) is raised to 0.01 with a warning, so its log-probs would not be
+#: log_softmax(logits / T) for the T asked; greedy decoding (T = 0) with n > 1 is an error.
+VLLM_MAX_TEMPERATURE = 2.0
+VLLM_MIN_TEMPERATURE = 0.01
+
+
+def vllm_temperature_problems(temperature: float, what: str = "temperature") -> list[str]:
+    """Why vLLM cannot sample at `temperature` as asked ([] when it can)."""
+    if temperature > VLLM_MAX_TEMPERATURE:
+        return [f"{what}={temperature} is above {VLLM_MAX_TEMPERATURE}, which vLLM refuses"]
+    if 0 < temperature < VLLM_MIN_TEMPERATURE:
+        return [
+            f"{what}={temperature} is below {VLLM_MIN_TEMPERATURE}: vLLM would silently sample at "
+            f"{VLLM_MIN_TEMPERATURE} instead; use 0 (greedy) or >= {VLLM_MIN_TEMPERATURE}"
+        ]
+    return []
+
 
 @dataclass(frozen=True, kw_only=True)
 class SamplingParams:
@@ -53,6 +72,14 @@ class SamplingParams:
     def greedy(self) -> bool:
         return self.temperature == 0
 
+    def vllm_problems(self, n: int) -> list[str]:
+        """What vLLM would refuse (or silently change) in a request of `n` samples per prompt
+        with these settings; the vLLM engine raises them as a ConfigError before sampling."""
+        problems = vllm_temperature_problems(self.temperature)
+        if self.greedy and n > 1:
+            problems.append(f"greedy decoding (temperature 0) with n={n} > 1, which vLLM refuses")
+        return problems
+
     @property
     def filters_distribution(self) -> bool:
         """True when top-p/top-k sample from a truncated distribution (the returned log-probs,
@@ -69,7 +96,8 @@ class Rollouts:
     completion_ids: Tensor  # [B, T] long, right padded with pad_id
     completion_mask: Tensor  # [B, T] float32, 1 on completion tokens (EOS included)
     logprobs: Tensor  # [B, T] float32, log_softmax(logits / temperature) at the sampled token
-    entropy: Tensor  # [B, T] float32, entropy of the temperature-scaled distribution
+    entropy: Tensor | None  # [B, T] float32, entropy of the temperature-scaled distribution;
+    # None where the engine does not report it (vLLM): then no `entropy/` metric is logged
     lengths: Tensor  # [B] long
     truncated: Tensor  # [B] bool, max_new_tokens reached without EOS or stop string
     group_ids: Tensor  # [B] long, index of the prompt
@@ -128,7 +156,7 @@ class Rollouts:
             completion_ids=_cat_padded([p.completion_ids for p in parts], pad_id, left=False),
             completion_mask=_cat_padded([p.completion_mask for p in parts], 0, left=False),
             logprobs=_cat_padded([p.logprobs for p in parts], 0, left=False),
-            entropy=_cat_padded([p.entropy for p in parts], 0, left=False),
+            entropy=_cat_entropy(parts),
             lengths=torch.cat([p.lengths for p in parts]),
             truncated=torch.cat([p.truncated for p in parts]),
             group_ids=torch.cat([p.group_ids + off for p, off in zip(parts, offsets, strict=True)]),
@@ -138,6 +166,14 @@ class Rollouts:
             logprobs_exact=all(p.logprobs_exact for p in parts),
             pad_id=pad_id,
         )
+
+
+def _cat_entropy(parts: Sequence[Rollouts]) -> Tensor | None:
+    """Entropy of every part, or None when any part has none (a mean over part of a batch
+    would silently describe other samples than the batch's)."""
+    if any(p.entropy is None for p in parts):
+        return None
+    return _cat_padded([p.entropy for p in parts], 0, left=False)  # type: ignore[misc]
 
 
 def _cat_padded(tensors: Sequence[Tensor], value: float, *, left: bool) -> Tensor:

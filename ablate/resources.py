@@ -60,6 +60,10 @@ def memory_limit(device: str) -> tuple[int, str] | None:
     """Bytes a trial on `device` can hold at most, and what they are (the GPU's memory, or the
     machine's RAM); None for a GPU this machine does not have (the machine that trains the
     trial checks it)."""
+    if device == "auto":  # what the trial will resolve it to on this machine
+        from ablate.devices import resolve_device
+
+        device = resolve_device(device)
     if device.startswith("cuda"):
         try:
             import torch

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
 from ablate.algorithms import Algorithm
+from ablate.devices import device_problems
 from ablate.errors import ConfigError
 
 
@@ -255,6 +256,11 @@ def setting_problems(
         problems.append(f"checkpoint_every={checkpoint_every!r} must be an integer >= 0")
     if engine not in get_args(Engine):
         problems.append(f"engine={engine!r} must be 'hf' or 'vllm'")
+    if engine == "vllm" and not problems:  # refused here, before any compute, not by vLLM
+        from ablate.records import vllm_temperature_problems  # lazily: records imports torch
+
+        problems += vllm_temperature_problems(budget.temperature, "budget.temperature")
+        problems += vllm_temperature_problems(eval.temperature, "eval.temperature")
     return problems
 
 
@@ -278,7 +284,11 @@ class TrialSpec:
     engine: Engine = "hf"
     """Rollout engine: "hf" (our KV-cache sampler, CPU or GPU) or "vllm" (GPU, optional extra)."""
     device: str = "cpu"
-    """Torch device of the policy ("cpu", "cuda")."""
+    """Torch device of the policy, reference and critic ("cpu", "cuda", "cuda:N", or "auto":
+    CUDA when torch sees a GPU); `ablate.devices`."""
+    precision: str = "fp32"
+    """"fp32", or "bf16": fp32 weights, forward passes under bf16 autocast (a GPU option,
+    logged with the trial's parameters); `ablate.devices`."""
     study: str = ""
     """Name of the study this trial belongs to (part of the id)."""
     replicate: str = ""
@@ -293,7 +303,7 @@ class TrialSpec:
         object.__setattr__(self, "task_options", tuple(sorted(dict(self.task_options).items())))
         problems = setting_problems(
             self.budget, self.optim, self.eval, self.checkpoint_every, self.engine
-        )
+        ) + [f"TrialSpec: {p}" for p in device_problems(self.device, self.precision)]
         if problems:
             raise ConfigError("invalid trial:\n  - " + "\n  - ".join(problems))
 

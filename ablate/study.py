@@ -138,6 +138,8 @@ class Study:
     checkpoint_every: int = 25
     engine: Engine = "hf"
     device: str = "cpu"
+    precision: str = "fp32"
+    """The trials' precision: "fp32" or "bf16" (autocast on a GPU); `ablate.devices`."""
     effect_of_interest: float | None = None
     """The smallest Δ pass@1 worth detecting: the report's power and `ablate plan` aim at it."""
     equivalence_margin: float | None = None
@@ -223,6 +225,7 @@ class Study:
                     study=self.name,
                     engine=self.engine,
                     device=self.device,
+                    precision=self.precision,
                     replicate=arm_name if arm_name in replicates else "",
                 ),
             )

@@ -25,7 +25,8 @@ TOOLS: dict[str, Tool] = {
         "step time vs TRL, rollout, FLOPs, overhead, scaling -> reports/bench/",
     ),
     "gpu-check": Tool(
-        "devtools.bench.gpu", "the vLLM engine on a CUDA GPU against HFEngine -> reports/gpu/"
+        "devtools.bench.gpu_check",
+        "on a GPU: the vLLM check, or without vLLM the CUDA check -> reports/gpu/",
     ),
     "calibrate": Tool(
         "devtools.calibration.cli", "the report's intervals, marks and power on simulated studies"

@@ -39,6 +39,7 @@ FLOORS: dict[str, int] = {
             "locks",
             "durable",
             "lifetime",
+            "devices",
         ),
         0,
     ),
@@ -100,7 +101,7 @@ FLOORS: dict[str, int] = {
         6,
     ),
     "report": 7,
-    **dict.fromkeys(("commands", "cli", "testing"), 8),
+    **dict.fromkeys(("commands", "cli", "testing", "testing_vllm"), 8),
     "": 8,  # the package's own __init__: the public API re-exports from every floor
 }
 FLOORS = {f"ablate.{k}" if k else "ablate": v for k, v in FLOORS.items()}

@@ -47,3 +47,4 @@ def test_vllm_generates_groups_and_follows_weight_updates():
     uniform = -math.log(model.config.vocab_size)
     valid = after.completion_mask > 0
     assert torch.allclose(after.logprobs[valid], torch.full_like(after.logprobs[valid], uniform))
+    engine.close()

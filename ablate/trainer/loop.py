@@ -15,6 +15,7 @@ from typing import Any
 from ablate import faults
 from ablate.batch import PromptStream
 from ablate.checkpoint import load_latest, save_checkpoint
+from ablate.devices import autocast
 from ablate.errors import DivergedError, TrialError
 from ablate.evaluation import due_marks, evaluate
 from ablate.spec import TrialSpec
@@ -90,12 +91,13 @@ def train(
     result = TrialResult(spec.id, "finished", state.step)
     last_eval: dict[str, float] = {}
     try:
-        if state.step == 0 and spec.eval.at_start:
+        with autocast(s.device, s.precision):  # sampling, frozen passes and updates alike
+            if state.step == 0 and spec.eval.at_start:
+                last_eval = _evaluate(s, state, tracker)
+            while not budget_spent(spec, state):
+                metrics = _step_and_eval(s, state, stream, tracker)
+                _after_step(s, state, run_dir, progress, metrics, tracker)
             last_eval = _evaluate(s, state, tracker)
-        while not budget_spent(spec, state):
-            metrics = _step_and_eval(s, state, stream, tracker)
-            _after_step(s, state, run_dir, progress, metrics, tracker)
-        last_eval = _evaluate(s, state, tracker)
         _checkpoint(s, state, run_dir, tracker)
         faults.point("final_eval", state.step)
     except DivergedError as exc:

@@ -1,5 +1,5 @@
-"""`make gpu-check`: the vLLM engine on a CUDA machine, in one command (`python -m devtools
-gpu-check`, after the Makefile installed the `vllm` extra).
+"""The vLLM check of `make gpu-check`, on a CUDA machine where vLLM is importable (the
+dispatcher, `devtools.bench.gpu_check`, runs the CUDA check, `gpu_cuda`, where it is not).
 
 For a zoo model (rl_ready) and the 4.2M size (its seeded initialisation, as in `make bench`):
 - parity with `HFEngine` on the same weights on the GPU: greedy completions agree, and the
@@ -308,15 +308,23 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     import tempfile
 
-    from ablate.rollout.vllm import VLLMEngine
+    from ablate.devices import configure_determinism
+    from ablate.rollout import vllm as vllm_engine
 
     started = time.perf_counter()
+    determinism = configure_determinism("cuda")  # before any tensor reaches the GPU
     options = Options(steps=args.steps, repeats=args.repeats)
     with tempfile.TemporaryDirectory(prefix="ablate-gpu-check-") as scratch:
         models = default_models(Path(scratch))
-        results, checks = run_check(VLLMEngine, "cuda", models, options)
+        try:
+            results, checks = run_check(vllm_engine.VLLMEngine, "cuda", models, options)
+        finally:
+            vllm_engine.close()
     meta = {
         "GPU": torch.cuda.get_device_name(),
+        "vLLM settings": f"dtype float32, logprobs_mode {vllm_engine.LOGPROBS_MODE}, attention "
+        f"{vllm_engine.attention_precision('float32')}, one n=1 request per sample",
+        "trainer determinism": determinism,
         "versions": _versions(),
         "wall time": f"{time.perf_counter() - started:.0f} s",
     }
