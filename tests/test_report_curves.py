@@ -151,8 +151,8 @@ def test_a_seed_that_never_reaches_the_target_is_censored_at_the_budget_not_drop
 def test_tables_render_in_every_format_and_the_report_places_them_after_the_headline(data):
     built = build_tables(data)
     names = [t.name for t in built.tables]
-    assert names[2:4] == ["compute_curves", "compute_curve_contrasts"]
-    table = built.tables[2]
+    assert names[3:5] == ["compute_curves", "compute_curve_contrasts"]
+    table = built.tables[3]
     row = next(r for r in table.rows if r["arm"] == "flat")
     assert row["A identified"].startswith("no: ") and row["reached 0.6"] == "0/3"
     assert row["compute to 0.6"].startswith("not reached by")

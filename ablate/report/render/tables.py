@@ -14,7 +14,7 @@ from ablate.report.claims.tutorial import evaluate_claims
 from ablate.report.curves import section
 from ablate.report.data.load import StudyData
 from ablate.report.data.table import Table, TableSpec
-from ablate.report.render import budget, claim_tables, headline, secondary
+from ablate.report.render import budget, claim_tables, headline, paper, secondary
 from ablate.report.stats import contrasts as cx
 
 
@@ -29,7 +29,12 @@ def _registry(*declared: tuple[TableSpec, ...]) -> tuple[TableSpec, ...]:
 
 
 TABLES = _registry(
-    headline.TABLES, budget.TABLES, section.TABLES, claim_tables.TABLES, secondary.TABLES
+    paper.TABLES,
+    headline.TABLES,
+    budget.TABLES,
+    section.TABLES,
+    claim_tables.TABLES,
+    secondary.TABLES,
 )
 
 
