@@ -100,7 +100,7 @@ def report(tmp_path_factory):
         log_trial(parent, trial, rng)
     log_trial(parent, trials[-2], rng, outcome="diverged")
     parent.close("FINISHED")
-    folder = build_report(study, results, out)
+    folder = build_report(study, results, out, curve_axis="generated_tokens")
     return study, results, uri, folder
 
 
@@ -200,6 +200,18 @@ def test_ablate_report_leaves_a_study_still_training_elsewhere_running(tmp_path)
     assert "report/report.md" in store.list_artifacts(parent.run_id, "report")
 
 
+def test_an_unknown_curve_axis_is_one_line_before_anything_is_read(tmp_path, capsys):
+    from ablate.cli import main
+
+    study_file = tmp_path / "synth.py"
+    study_file.write_text(SYNTH_STUDY_FILE)
+    argv = ["report", str(study_file), "--results", str(tmp_path / "none"), "--curve-axis", "x"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert "curve axis 'x' is not one of step, generated_tokens" in err and "\n" not in err
+    assert not (tmp_path / "none").exists()
+
+
 def test_load_reads_curves_and_samples_and_caches_them(report):
     study, results, uri, _ = report
     data = load_study_data(study, results, uri)
@@ -251,7 +263,7 @@ def test_main_latex_shows_the_interval_ends_and_explains_the_marks(report):
 
 def test_report_opens_with_findings_then_the_forest_plot_then_the_tables(report):
     md = (report[3] / "report.md").read_text()
-    order = ["## Findings", "## Every contrast", "## Effects at a glance", "## Arms and what"]
+    order = ["## Findings", "## Every contrast, with", "## Effects at a glance", "## Arms and what"]
     assert [md.index(h) for h in order] == sorted(md.index(h) for h in order)
     assert md.index("## Arms and what") < md.index("## Final pass@1") < md.index("## Figures")
     assert "too few seeds" in md and "diverged" in md.split("## Arms and what")[0]

@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 from scipy import stats as sps
 
+from ablate.errors import ConfigError
 from ablate.presets import baseline
 from ablate.report.render import forest, multiples, palette, paper, selection
 from ablate.report.render.tables import build_tables
@@ -136,6 +137,9 @@ def test_the_learning_axis_follows_the_compute_curves_and_falls_back_to_steps():
     assert drawn == "step"
     tokens, drawn = multiples.eval_frame(data, "generated_tokens")
     assert drawn == "generated_tokens" and set(tokens["x"]) == {0.0, 10_000.0}
+    multiples.check_axis(None), multiples.check_axis("model_flops")
+    with pytest.raises(ConfigError, match="'flops' is not one of step, generated_tokens"):
+        multiples.check_axis("flops")
 
 
 # --- base-model selection --------------------------------------------------------------------
@@ -195,3 +199,26 @@ def test_the_paper_tex_puts_the_compact_table_first_and_headings_on_the_rest():
     assert tex.index("tab:headline") < tex.index(paper.APPENDIX) < tex.index("tab:main")
     assert "\\subsection*{Final pass@1 and every contrast to the reference}" in tex
     assert "\\subsection*{main}" not in tex
+
+
+def test_every_panel_figure_draws_arms_in_their_palette_colours_only():
+    from matplotlib.colors import to_hex
+
+    from ablate.report.render import figures
+
+    data, plt = two_cells(), figures._plt()
+    allowed = {s.color.lower() for s in palette.study_styles(data).values()}
+    allowed |= {palette.NEUTRAL, "#000000", "#ffffff"}  # zero lines, open markers
+    for name, make in figures.PANELS.items():
+        if name == "base_model_selection":
+            continue  # its Pass@k panel colours base models, not arms (none here anyway)
+        fig = make(data, plt, None)
+        assert fig is not None, name
+        colours = {to_hex(line.get_color()) for ax in fig.axes for line in ax.get_lines()}
+        assert colours and colours <= allowed, (name, colours - allowed)
+        plt.close(fig)
+    fig = selection.figure(data, plt)
+    # no Pass@G phase or step-0 samples here: no mixed share, so the base pass@1 panel
+    lines = [line for line in fig.axes[1].get_lines() if line.get_marker() == "o"]
+    assert {to_hex(line.get_color()) for line in lines} == {palette.OKABE_ITO[0].lower()}
+    plt.close(fig)

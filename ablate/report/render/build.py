@@ -16,6 +16,7 @@ from ablate.report.data.load import StudyData, load_study_data
 from ablate.report.data.table import Table
 from ablate.report.render import formats, paper
 from ablate.report.render.figures import LEAD, caption, write_figures
+from ablate.report.render.multiples import check_axis
 from ablate.report.render.tables import build_tables
 from ablate.report.stats import contrasts as cx
 from ablate.study import Study
@@ -42,7 +43,8 @@ class Page:
     figures: list[Path] | None = None
     """PNGs under the page's figures/ folder; None: a page without a figures section."""
     lead: list[Path] = field(default_factory=list)
-    """PNGs under figures/ shown right after the findings, before every table."""
+    """PNGs under figures/ shown right after the findings, before every table (each a name
+    of `figures.LEAD`, which gives its heading)."""
     links: dict[str, str] = field(default_factory=dict)
     """label -> a folder beside the page holding another report (its report.md / .html)."""
     tab: str = ""
@@ -96,7 +98,7 @@ def write_markdown(page: Page, folder: Path) -> Path:
         lines += [" · ".join(f"[{k}]({v}/report.md)" for k, v in page.links.items()), ""]
     lines += _findings_markdown(page.findings)
     for png in page.lead:
-        lines += [f"## {caption(png)}", "", _figure_markdown(png), ""]
+        lines += [f"## {LEAD[png.stem]}", "", _figure_markdown(png), ""]
     for table in page.tables:
         lines += [f"## {table.title}", "", formats.to_markdown(table)]
     if page.figures is not None:
@@ -150,7 +152,7 @@ def write_html(page: Page, folder: Path) -> Path:
         parts.append(f"<p>{' · '.join(links)}</p>")
     parts.append(_findings_html(page.findings))
     for png in page.lead:
-        parts += [f"<h2>{html.escape(caption(png))}</h2>", _figure_html(png)]
+        parts += [f"<h2>{html.escape(LEAD[png.stem])}</h2>", _figure_html(png)]
     for table in page.tables:
         parts += [f"<h2>{html.escape(table.title)}</h2>", formats.to_html(table)]
     if page.figures is not None:
@@ -222,6 +224,7 @@ def report_study(
 ) -> StudyData:
     """`build_report`'s work: load the study's results, write `out_dir/<study>/`, attach it to
     the study's parent run; returns the data (a reproduction tests its findings on it)."""
+    check_axis(curve_axis)  # before reading anything
     uri = tracking_uri or tracking.default_uri(results_dir)
     data = load_study_data(study, results_dir, uri)
     folder = write_report(data, Path(out_dir) / study.name, curve_axis)

@@ -166,8 +166,8 @@ PANELS: dict[str, Callable] = {
     "learning_curves": multiples.figure,
     "base_model_selection": selection.figure,
 }
-#: Shown right after the findings, before every table.
-LEAD = ("forest_plot",)
+#: Shown right after the findings, before every table: name -> the heading above it.
+LEAD = {"forest_plot": "Every contrast, with its interval and verdict"}
 
 #: What each figure shows, for a reader: the report's caption and the image's alt text.
 CAPTIONS = {

@@ -115,7 +115,7 @@ def _draw_panel(ax, cell: str, rows: list[ForestRow], data: StudyData) -> None:
             ax.plot([row.low90, row.high90], [y, y], color=color, lw=3.0, alpha=0.6)
         marker, filled = MARKERS.get(row.verdict, NO_VERDICT)
         face = color if filled else "white"
-        ax.plot(row.value, y, marker, mec=color, mfc=face, ms=7, mew=1.5, zorder=3)
+        ax.plot(row.value, y, marker, color=color, mfc=face, ms=7, mew=1.5, zorder=3)
         ax.annotate(
             verdict_text(row),
             xy=(1.01, y),
@@ -150,7 +150,7 @@ def figure(data: StudyData, plt, axis: str | None = None):
     last.set_xlabel("Δ eval pass@1, arm − reference (95% interval thin, 90% thick)")
     _legend(fig, data.margin)
     fig.suptitle("Every contrast: verdicts Holm-adjusted within each family", fontsize=10)
-    fig.tight_layout(rect=(0, 0.07, 0.84, 0.97))
+    fig.tight_layout(rect=(0, 0.07, 1, 0.97))  # the verdict labels count in the layout
     return fig
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from ablate.errors import ConfigError
 from ablate.report.curves.analysis import eval_points
 from ablate.report.data.load import StudyData
 from ablate.report.render.palette import BAND, NEUTRAL, study_styles
@@ -33,6 +34,13 @@ AXES = {
 }
 CELL = ["model", "template"]
 KEYS = ["arm", "model", "template"]
+
+
+def check_axis(axis: str | None) -> None:
+    """A learning-curve axis the report can draw (None: the default), else a ConfigError
+    naming the ones it can."""
+    if axis is not None and axis not in AXES:
+        raise ConfigError(f"curve axis {axis!r} is not one of {', '.join(AXES)}")
 
 
 def learning_axis(data: StudyData, requested: str | None = None) -> str:
@@ -163,6 +171,8 @@ COLUMNS = 4
 
 def figure(data: StudyData, plt, axis: str | None = None):
     """The small multiples, or None when no finished trial has an eval."""
+    from matplotlib.ticker import EngFormatter
+
     frame, drawn = eval_frame(data, learning_axis(data, axis))
     if not len(frame):
         return None
@@ -191,9 +201,11 @@ def figure(data: StudyData, plt, axis: str | None = None):
         top.set_ylabel("eval pass@1" if i % ncols == 0 else "")
         bottom.set_ylabel(f"Δ vs {data.reference_arm}" if i % ncols == 0 else "")
         (bottom if drew else top).set_xlabel(AXES.get(drawn, drawn), fontsize=8)
+        if drawn != "step":  # 60k, 1.2M, 3G: long counts would run into one another
+            top.xaxis.set_major_formatter(EngFormatter(sep=""))
     _legend(fig, styles, set(frame["arm"]), data.margin)
     fig.suptitle("Learning curves: mean ± 95% band (≥3 seeds), thin lines: single seeds")
-    fig.tight_layout(rect=(0, 0, 0.84, 0.95))
+    fig.tight_layout(rect=(0, 0, 1 - 1.5 / fig.get_figwidth(), 0.95))  # 1.5 in: the legend
     return fig
 
 

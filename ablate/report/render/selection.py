@@ -179,7 +179,9 @@ def figure(data: StudyData, plt, axis: str | None = None):
     fig, axes = plt.subplots(1, 3, figsize=(12.0, 3.9))
     g = data.group_size
     mixed = f"share of prompts with a mixed group of G={g} (base model)"
-    _draw_gains(axes[0], points, lambda p: p.mixed, styles, mixed)
+    if not _draw_gains(axes[0], points, lambda p: p.mixed, styles, mixed):
+        why = f"no mixed share: no Pass@G phase at k = {g}\nand under {g} step-0 samples a prompt"
+        axes[0].text(0.5, 0.5, why, ha="center", transform=axes[0].transAxes, fontsize=7)
     _draw_gains(axes[1], points, lambda p: p.pass1, styles, "base pass@1")
     _draw_passk(axes[2], data)
     axes[0].set_title("RL gain vs mixed groups", fontsize=9)
