@@ -24,6 +24,8 @@ import pandas as pd
 import pytest
 
 from ablate import tracking
+from ablate.report.render.figures import caption
+from ablate.report.render.tables import TABLES
 
 pytestmark = pytest.mark.browser
 
@@ -116,17 +118,18 @@ def test_report_shows_every_figure_and_table_without_overflow(browser, study, wi
     page.on("request", lambda r: requests.append(r.url))
     page.goto((report / "report.html").as_uri(), wait_until="load")
     images = page.eval_on_selector_all("img", "els => els.map(e => [e.alt, e.naturalWidth])")
-    figures = sorted(p.stem for p in (report / "figures").glob("*.png"))
+    figures = sorted(caption(p) for p in (report / "figures").glob("*.png"))  # alt: what it shows
     assert len(figures) >= 4 and sorted(alt for alt, _ in images) == figures
     assert all(w > 0 for _, w in images), images  # every figure decoded
     sections = page.eval_on_selector_all(
         "h2", "els => els.map(e => [e.innerText, !!e.nextElementSibling.querySelector('table')])"
     )
     shown = dict(sections)
+    headings = {spec.name: spec.heading for spec in TABLES}  # the page's, for people
     for csv in sorted((report / "tables").glob("*.csv")):
         rows = len(pd.read_csv(csv)) if csv.stat().st_size > 1 else 0
-        assert csv.stem in shown, csv.stem
-        assert shown[csv.stem] == (rows > 0), csv.stem  # a table, or "(none)" when empty
+        assert headings[csv.stem] in shown, csv.stem
+        assert shown[headings[csv.stem]] == (rows > 0), csv.stem  # a table, or "(none)"
     scroll = page.evaluate("() => [document.documentElement.scrollWidth, innerWidth]")
     assert scroll[1] == width  # laid out at the device's width (a phone needs the viewport meta)
     assert scroll[0] <= scroll[1], f"page overflows at {width} px: {scroll}"

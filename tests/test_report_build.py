@@ -100,7 +100,7 @@ def report(tmp_path_factory):
         log_trial(parent, trial, rng)
     log_trial(parent, trials[-2], rng, outcome="diverged")
     parent.close("FINISHED")
-    folder = build_report(study, results, out)
+    folder = build_report(study, results, out, curve_axis="generated_tokens")
     return study, results, uri, folder
 
 
@@ -109,10 +109,12 @@ def test_report_writes_every_output(report):
     for name in ("report.md", "report.html"):
         assert (folder / name).is_file()
     tables = ("configuration", "main", "equal_tokens", "survival", "incomplete", "measures")
-    for table in (*tables, "claims", "analytic", "dynamics"):
+    for table in (*tables, "claims", "analytic", "dynamics", "headline"):
         for ext in ("md", "tex", "csv"):
             assert (folder / "tables" / f"{table}.{ext}").is_file()
-    for fig in ("learning_curves", "entropy", "ratio_variance_vs_length", "length_by_correctness"):
+    assert (folder / "tables" / "paper.tex").is_file()
+    figures = ("learning_curves", "entropy", "ratio_variance_vs_length", "length_by_correctness")
+    for fig in (*figures, "forest_plot", "base_model_selection"):
         assert (folder / "figures" / f"{fig}.png").stat().st_size > 1000
         assert (folder / "figures" / f"{fig}.pdf").read_bytes().startswith(b"%PDF")
 
@@ -156,6 +158,8 @@ def test_report_is_attached_to_the_study_run(report):
     store = tracking.open_store(uri)
     attached = store.list_artifacts(store.find_study(study.name).run_id, "report")
     assert "report/report.html" in attached and "report/tables" in attached
+    figures = store.list_artifacts(store.find_study(study.name).run_id, "report/figures")
+    assert {"report/figures/forest_plot.png", "report/figures/forest_plot.pdf"} <= set(figures)
     assert parent_status(uri, study.name) == "FINISHED"  # as it was
 
 
@@ -194,6 +198,18 @@ def test_ablate_report_leaves_a_study_still_training_elsewhere_running(tmp_path)
     assert main(argv) == 0
     assert parent_status(uri, study.name) == "RUNNING"
     assert "report/report.md" in store.list_artifacts(parent.run_id, "report")
+
+
+def test_an_unknown_curve_axis_is_one_line_before_anything_is_read(tmp_path, capsys):
+    from ablate.cli import main
+
+    study_file = tmp_path / "synth.py"
+    study_file.write_text(SYNTH_STUDY_FILE)
+    argv = ["report", str(study_file), "--results", str(tmp_path / "none"), "--curve-axis", "x"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert "curve axis 'x' is not one of step, generated_tokens" in err and "\n" not in err
+    assert not (tmp_path / "none").exists()
 
 
 def test_load_reads_curves_and_samples_and_caches_them(report):
@@ -245,12 +261,34 @@ def test_main_latex_shows_the_interval_ends_and_explains_the_marks(report):
     assert "Wilcoxon" not in tex and r"\textbf{" not in tex  # nothing here is significant
 
 
-def test_report_opens_with_findings_then_the_configuration(report):
+def test_report_opens_with_findings_then_the_forest_plot_then_the_tables(report):
     md = (report[3] / "report.md").read_text()
-    assert md.index("## Findings") < md.index("## configuration") < md.index("## main")
-    assert "too few seeds" in md and "diverged" in md.split("## configuration")[0]
+    order = ["## Findings", "## Every contrast, with", "## Effects at a glance", "## Arms and what"]
+    assert [md.index(h) for h in order] == sorted(md.index(h) for h in order)
+    assert md.index("## Arms and what") < md.index("## Final pass@1") < md.index("## Figures")
+    assert "too few seeds" in md and "diverged" in md.split("## Arms and what")[0]
+    assert "](figures/forest_plot.png)" in md.split("## Effects at a glance")[0]
     html = (report[3] / "report.html").read_text()
-    assert html.index("class='findings'") < html.index("<table>")
+    found, forest = html.index("class='findings'"), html.index("alt='Every contrast")
+    assert found < forest < html.index("<table>")
+
+
+def test_headings_are_written_for_people_in_every_format(report):
+    from ablate.report.render.tables import TABLES
+
+    folder = report[3]
+    names = {spec.name for spec in TABLES}
+    md = (folder / "report.md").read_text()
+    html = (folder / "report.html").read_text()
+    tex = (folder / "tables" / "paper.tex").read_text()
+    headings = re.findall(r"^#+ (.*)$", md, re.M) + re.findall(r"<h[23]>(.*?)</h[23]>", html)
+    headings += re.findall(r"\\(?:sub)?section\*\{(.*?)\}\n", tex)
+    assert len(headings) > 20
+    for heading in headings:
+        assert heading not in names and "_" not in heading and heading[0].isupper(), heading
+    assert re.findall(r"alt='([^']*)'", html) and all(
+        "_" not in alt for alt in re.findall(r"alt='([^']*)'", html)
+    )
 
 
 def test_cells_below_three_seeds_show_a_mean_only(report):

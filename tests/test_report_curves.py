@@ -10,10 +10,12 @@ import dataclasses
 
 import numpy as np
 import pytest
+from matplotlib.colors import to_hex
 
 from ablate.presets import baseline
 from ablate.report.curves import analysis, compare, section
 from ablate.report.render import figures, formats
+from ablate.report.render.palette import study_styles
 from ablate.report.render.tables import build_tables
 from ablate.spec import CurveSpec
 from ablate.testing import study_data
@@ -151,8 +153,8 @@ def test_a_seed_that_never_reaches_the_target_is_censored_at_the_budget_not_drop
 def test_tables_render_in_every_format_and_the_report_places_them_after_the_headline(data):
     built = build_tables(data)
     names = [t.name for t in built.tables]
-    assert names[2:4] == ["compute_curves", "compute_curve_contrasts"]
-    table = built.tables[2]
+    assert names[3:5] == ["compute_curves", "compute_curve_contrasts"]
+    table = built.tables[3]
     row = next(r for r in table.rows if r["arm"] == "flat")
     assert row["A identified"].startswith("no: ") and row["reached 0.6"] == "0/3"
     assert row["compute to 0.6"].startswith("not reached by")
@@ -174,6 +176,13 @@ def test_the_figure_draws_identified_arms_inside_the_observed_compute_only(data,
     last = max(float(np.max(line.get_xdata())) for line in ax.get_lines() if len(line.get_xdata()))
     assert last <= max(CurveModel().points) * 1.0001  # nothing extrapolated
     assert not [line for line in ax.get_lines() if len(set(line.get_ydata())) == 1]  # no asymptote
+    styles = study_styles(data)  # each arm in its colour of every figure (learning curves, ...)
+    for line in ax.get_lines():
+        arm = line.get_label().split(":")[0]
+        if arm in styles:
+            assert line.get_color() == styles[arm].color
+    drawn = {to_hex(line.get_color()) for line in ax.get_lines()}
+    assert drawn <= {to_hex(s.color) for s in styles.values()} | {to_hex("grey")}  # warm-up
     for ext in ("png", "pdf"):
         fig.savefig(tmp_path / f"compute_curves.{ext}")
         assert (tmp_path / f"compute_curves.{ext}").stat().st_size > 0

@@ -15,7 +15,7 @@ import pytest
 
 from ablate.presets import baseline
 from ablate.report.data.table import Table
-from ablate.report.render import formats, latex
+from ablate.report.render import formats, latex, paper
 from ablate.report.render.tables import build_tables
 from ablate.report.stats.inference import Estimate
 from ablate.testing import study_data
@@ -144,6 +144,22 @@ def test_every_table_of_a_report_compiles_and_fits_the_text_width(wide_tables, t
         assert compile_problems(table, tmp_path) == [], table.name
     main = (tmp_path / "doc_main.log").read_text()
     assert "Output written" in main  # a PDF came out
+
+
+def test_the_compact_headline_table_is_one_panel_even_with_long_arm_names(wide_tables):
+    headline = next(p for p in wide_tables if p.stem == "headline").read_text()
+    assert headline.count(r"\begin{tabular}{") == 1  # one panel (a header cell is a tabular[b])
+    assert "arm (base)" in headline and "clip\\_higher\\_and\\_overlong (saturated)" in headline
+    for column in (r"$\Delta$ pass@1", "verdict", "(Holm)"):
+        assert column in headline
+
+
+@requires_tex
+def test_the_paper_tables_compile_with_their_headings(tmp_path):
+    tex = tmp_path / "paper.tex"
+    tex.write_text(paper.paper_tex(build_tables(wide_study()).tables))
+    assert compile_problems(tex, tmp_path) == []
+    assert "Output written" in (tmp_path / "doc_paper.log").read_text()
 
 
 @requires_tex

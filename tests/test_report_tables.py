@@ -208,7 +208,7 @@ def test_numbers_never_print_as_a_bare_zero(x, text):
 def test_whole_report_tables_from_memory(data):
     built = build_tables(data)
     names = [t.name for t in built.tables]
-    assert names[:3] == ["configuration", "main", "equal_tokens"]
+    assert names[:4] == ["headline", "configuration", "main", "equal_tokens"]
     assert "controls" not in names  # no replicate arm and no positive control in this study
     assert built.findings["Different (primary: equal steps, Holm)"][0].startswith("better vs")
 
@@ -272,6 +272,7 @@ def test_the_tables_registry_declares_each_table_once_in_the_reports_order(data)
     from ablate.report.render.tables import TABLES, _registry
 
     assert [s.name for s in TABLES] == [
+        "headline",
         "configuration",
         "main",
         "sequential",
@@ -293,7 +294,9 @@ def test_the_tables_registry_declares_each_table_once_in_the_reports_order(data)
         "base",
         "templates",
     ]
-    with pytest.raises(ValueError, match="same name: \\['configuration'\\]"):
+    for spec in TABLES:  # headings for people: never the identifier, no snake_case
+        assert spec.heading and spec.heading != spec.name and "_" not in spec.heading, spec.name
+    with pytest.raises(ValueError, match="same name: \\['headline'\\]"):
         _registry(TABLES, (dataclasses.replace(TABLES[0], order=1),))
     extra = TableSpec(name="x", build=lambda d: Table("X.", [{"a": 1}]), order=1, heading="X")
     table = extra.make(data)

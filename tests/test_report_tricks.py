@@ -295,7 +295,7 @@ def test_a_reproduction_writes_its_claims_table_and_page_beside_the_study_report
     assert md.startswith("# Reproduction: tricks_or_traps, tricks_or_traps_hard")
     assert "[tricks_or_traps_hard](tricks_or_traps_hard/report.md)" in md
     assert "(tricks_or_traps_long/report.md)" not in md  # no report was written for it
-    assert "std_easy (no std − group std" in md and "## claims" in md
+    assert "std_easy (no std − group std" in md and "## A paper's findings tested here" in md
     assert "Studies without results: tricks_or_traps_short, tricks_or_traps_long." in md
     html = (folder / "report.html").read_text()
     assert "<a href='tricks_or_traps/report.html'>" in html and "<table>" in html

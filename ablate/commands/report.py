@@ -23,6 +23,11 @@ def report(
     tracking_uri: str | None = typer.Option(
         None, help="results store: an MLflow URI or jsonl:///abs/dir (default RESULTS/mlflow.db)"
     ),
+    curve_axis: str | None = typer.Option(
+        None,
+        help="The learning curves' x axis: step, generated_tokens, trained_tokens, model_flops "
+        "or wall_seconds (default: the compute curves' axis, else step).",
+    ),
 ) -> None:
     """Write reports/<study>/ (report.md, report.html, tables/, figures/) for each study and
     attach it to the study's parent run in the results store. When the studies declare a
@@ -35,9 +40,11 @@ def report(
     from ablate.errors import StudyError
     from ablate.preflight import check_output_dir
     from ablate.report.render.build import report_study
+    from ablate.report.render.multiples import check_axis
     from ablate.report.render.reproduction import write_reproduction
 
     console = Console()
+    check_axis(curve_axis)
     loaded = _load_all(studies)
     for study in loaded.values():  # before reading anything: a bad --out costs one line
         check_output_dir(out / study.name)
@@ -48,7 +55,7 @@ def report(
             if uri is None:
                 data[study.name] = None
                 continue
-            data[study.name] = report_study(study, results, out, uri)
+            data[study.name] = report_study(study, results, out, uri, curve_axis)
         folder = out / study.name
         console.print(f"report written to {folder / 'report.md'} and {folder / 'report.html'}")
     if all(d is None for d in data.values()):

@@ -17,6 +17,7 @@ from ablate.report.curves.compare import CurveContrast, contrasts
 from ablate.report.data.load import StudyData
 from ablate.report.data.memo import per_study
 from ablate.report.data.table import Table, TableSpec
+from ablate.report.render.palette import study_styles
 from ablate.report.stats import inference
 from ablate.spec import CurveSpec
 
@@ -201,8 +202,20 @@ def _contrasts_table(data: StudyData) -> Table:
 
 #: After the headline (the curves are a headline too), before the contrasts at equal tokens.
 TABLES = (
-    TableSpec(name="compute_curves", build=_arms_table, order=30, applies=has_curves),
-    TableSpec(name="compute_curve_contrasts", build=_contrasts_table, order=35, applies=has_curves),
+    TableSpec(
+        name="compute_curves",
+        heading="Compute–performance curves",
+        build=_arms_table,
+        order=30,
+        applies=has_curves,
+    ),
+    TableSpec(
+        name="compute_curve_contrasts",
+        heading="Compute curves against the reference",
+        build=_contrasts_table,
+        order=35,
+        applies=has_curves,
+    ),
 )
 
 
@@ -215,10 +228,10 @@ def draw(data: StudyData, ax) -> bool:
         return False
     curves = trial_curves(data, spec)
     pooled = {a.arm: a for a in curve_analysis(data)[0]}
-    drew = False
+    drew, styles = False, study_styles(data)  # each arm in its colour of every figure
     for arm in dict.fromkeys(c.arm for c in curves):
         mine = [c for c in curves if c.arm == arm]
-        color = ax.plot([], [])[0].get_color()
+        color = styles[arm].color
         for c in mine:
             ax.plot(c.c, c.r, ".", color=color, alpha=0.35, ms=3)
         _band(ax, mine, color)

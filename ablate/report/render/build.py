@@ -14,8 +14,9 @@ from pathlib import Path
 from ablate import tracking
 from ablate.report.data.load import StudyData, load_study_data
 from ablate.report.data.table import Table
-from ablate.report.render import formats
-from ablate.report.render.figures import write_figures
+from ablate.report.render import formats, paper
+from ablate.report.render.figures import LEAD, caption, write_figures
+from ablate.report.render.multiples import check_axis
 from ablate.report.render.tables import build_tables
 from ablate.report.stats import contrasts as cx
 from ablate.study import Study
@@ -41,6 +42,9 @@ class Page:
     tables: list[Table]
     figures: list[Path] | None = None
     """PNGs under the page's figures/ folder; None: a page without a figures section."""
+    lead: list[Path] = field(default_factory=list)
+    """PNGs under figures/ shown right after the findings, before every table (each a name
+    of `figures.LEAD`, which gives its heading)."""
     links: dict[str, str] = field(default_factory=dict)
     """label -> a folder beside the page holding another report (its report.md / .html)."""
     tab: str = ""
@@ -93,14 +97,20 @@ def write_markdown(page: Page, folder: Path) -> Path:
     if page.links:
         lines += [" · ".join(f"[{k}]({v}/report.md)" for k, v in page.links.items()), ""]
     lines += _findings_markdown(page.findings)
+    for png in page.lead:
+        lines += [f"## {LEAD[png.stem]}", "", _figure_markdown(png), ""]
     for table in page.tables:
         lines += [f"## {table.title}", "", formats.to_markdown(table)]
     if page.figures is not None:
-        lines += ["## figures", ""]
-        lines += [f"![{p.stem}](figures/{p.name})" for p in page.figures]
+        lines += ["## Figures", ""]
+        lines += [_figure_markdown(p) + "\n" for p in page.figures]
     path = folder / "report.md"
     path.write_text("\n".join(lines) + "\n")
     return path
+
+
+def _figure_markdown(png: Path) -> str:
+    return f"![{formats.markdown_text(caption(png))}](figures/{png.name})"
 
 
 def _findings_html(found: dict[str, list[str]]) -> str:
@@ -112,15 +122,17 @@ def _findings_html(found: dict[str, list[str]]) -> str:
     return "".join(parts) + "</div>"
 
 
+def _figure_html(png: Path) -> str:
+    encoded = base64.b64encode(png.read_bytes()).decode()
+    text = html.escape(caption(png), quote=True)
+    return (
+        f"<figure><img alt='{text}' src='data:image/png;base64,{encoded}'>"
+        f"<figcaption>{text}</figcaption></figure>"
+    )
+
+
 def _figures_html(figures: list[Path]) -> list[str]:
-    parts = ["<h2>figures</h2>"]
-    for png in figures:
-        encoded = base64.b64encode(png.read_bytes()).decode()
-        parts.append(
-            f"<figure><img alt='{png.stem}' src='data:image/png;base64,{encoded}'>"
-            f"<figcaption>{html.escape(png.stem)}</figcaption></figure>"
-        )
-    return parts
+    return ["<h2>Figures</h2>", *map(_figure_html, figures)]
 
 
 def write_html(page: Page, folder: Path) -> Path:
@@ -139,6 +151,8 @@ def write_html(page: Page, folder: Path) -> Path:
         )
         parts.append(f"<p>{' · '.join(links)}</p>")
     parts.append(_findings_html(page.findings))
+    for png in page.lead:
+        parts += [f"<h2>{html.escape(LEAD[png.stem])}</h2>", _figure_html(png)]
     for table in page.tables:
         parts += [f"<h2>{html.escape(table.title)}</h2>", formats.to_html(table)]
     if page.figures is not None:
@@ -156,20 +170,25 @@ def write_page(page: Page, folder: Path) -> None:
     write_html(page, folder)
 
 
-def write_report(data: StudyData, folder: Path) -> Path:
-    """The study's report in `folder`: tables/, figures/, report.md and report.html."""
+def write_report(data: StudyData, folder: Path, curve_axis: str | None = None) -> Path:
+    """The study's report in `folder`: tables/ (each table, and paper.tex: the compact headline
+    table with the full ones as appendix tables), figures/, report.md and report.html.
+    `curve_axis`: the learning curves' x axis (`multiples.AXES`; default: the compute curves')."""
     folder.mkdir(parents=True, exist_ok=True)
     built = build_tables(data)
-    figures = write_figures(data, folder / "figures")
+    figures = write_figures(data, folder / "figures", curve_axis)
+    lead = [p for p in figures if p.stem in LEAD]
     page = Page(
         title=f"Report: {data.name}",
         summary=_summary(data),
         findings=built.findings,
         tables=built.tables,
-        figures=figures,
+        figures=[p for p in figures if p not in lead],
+        lead=lead,
         tab=data.name,
     )
     write_page(page, folder)
+    (folder / "tables" / "paper.tex").write_text(paper.paper_tex(built.tables))
     return folder
 
 
@@ -188,9 +207,11 @@ def build_report(
     results_dir: str | Path = "results",
     out_dir: str | Path = "reports",
     tracking_uri: str | None = None,
+    curve_axis: str | None = None,
 ) -> Path:
-    """Write `out_dir/<study>/` and attach it to the study's parent run; returns the folder."""
-    report_study(study, results_dir, out_dir, tracking_uri)
+    """Write `out_dir/<study>/` and attach it to the study's parent run (figures and tables
+    included, as artifacts `report/`); returns the folder."""
+    report_study(study, results_dir, out_dir, tracking_uri, curve_axis)
     return Path(out_dir) / study.name
 
 
@@ -199,11 +220,13 @@ def report_study(
     results_dir: str | Path = "results",
     out_dir: str | Path = "reports",
     tracking_uri: str | None = None,
+    curve_axis: str | None = None,
 ) -> StudyData:
     """`build_report`'s work: load the study's results, write `out_dir/<study>/`, attach it to
     the study's parent run; returns the data (a reproduction tests its findings on it)."""
+    check_axis(curve_axis)  # before reading anything
     uri = tracking_uri or tracking.default_uri(results_dir)
     data = load_study_data(study, results_dir, uri)
-    folder = write_report(data, Path(out_dir) / study.name)
+    folder = write_report(data, Path(out_dir) / study.name, curve_axis)
     attach_report(uri, study.name, folder)
     return data

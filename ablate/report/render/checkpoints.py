@@ -55,7 +55,7 @@ def best_checkpoint_table(data: StudyData) -> Table:
         "read by the headline), then its eval pass@1 read at that checkpoint; mean over seeds "
         "[95% t interval]. The headline stays the final checkpoint."
     )
-    return Table(caption, rows, heading="Best checkpoint chosen on the selection split")
+    return Table(caption, rows)
 
 
 def has_selection(data: StudyData) -> bool:

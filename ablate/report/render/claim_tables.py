@@ -90,10 +90,20 @@ def findings_table(claims: list[Claim]) -> Table:
         "explain the effect, arm vs reference (mean over steps, then seeds). The paper column "
         "gives the paper's words (it reports no seeds or intervals)."
     )
-    return Table(caption, rows, name="claims")
+    return Table(caption, rows, name="claims", heading="A paper's findings tested here")
 
 
 TABLES = (
-    TableSpec(name="claims", build=claims_table, order=90),
-    TableSpec(name="analytic", build=analytic_table, order=100),
+    TableSpec(
+        name="claims",
+        heading="The papers' claims tested on this study",
+        build=claims_table,
+        order=90,
+    ),
+    TableSpec(
+        name="analytic",
+        heading="Analytic properties of the losses",
+        build=analytic_table,
+        order=100,
+    ),
 )

@@ -1,8 +1,11 @@
-"""The report's figures (matplotlib, Agg backend), each saved as PNG and PDF.
+"""The report's figures (matplotlib, Agg backend), each saved as PNG and PDF, every arm in its
+colour from `palette` in every figure.
 
-Curves show the mean over finished seeds with the report's calibrated interval as a band (Student
-t over seeds, clipped to the measure's range; no band below 3 seeds) per arm × base model ×
-template."""
+Figures of their own layout (`PANELS`: the forest plot, the learning curves as small multiples,
+base-model selection) come first, the forest plot leading (the report shows it right after the
+findings); then single-panel ones (`FIGURES`), whose curves show the mean over finished seeds with
+the report's calibrated interval as a band (Student t over seeds, clipped to the measure's range;
+no band below 3 seeds) per arm × base model × template."""
 
 from __future__ import annotations
 
@@ -14,6 +17,8 @@ import pandas as pd
 
 from ablate.report.curves import section
 from ablate.report.data.load import StudyData
+from ablate.report.render import forest, multiples, selection
+from ablate.report.render.palette import NEUTRAL, study_styles
 from ablate.report.stats import inference
 from ablate.report.stats import measures as m
 
@@ -51,27 +56,19 @@ def _curves(data: StudyData, metric: str, ax, label_suffix: str = "", style: str
     h = data.history[
         (data.history["metric"] == metric) & data.history["trial_id"].isin(done["trial_id"])
     ]
-    drew = False
+    drew, styles = False, study_styles(data)
     for (arm, model, template), cell in h.groupby(["arm", "model", "template"], sort=False):
         wide = cell.pivot_table(index="step", columns="seed", values="value")
         if wide.shape[1] > 1:  # token-cadence evals land on different steps per seed
             wide = wide[wide.notna().all(axis=1)]
         bounded = metric.startswith(UNIT_RANGE_PREFIXES)
         mean, low, high = _band(wide, (0.0, 1.0) if bounded else None)
-        line = ax.plot(
-            wide.index,
-            mean,
-            style,
-            label=f"{arm} · {model} · {template}{label_suffix} (N={wide.shape[1]})",
-        )
-        ax.fill_between(wide.index, low, high, alpha=0.2, color=line[0].get_color())
+        color = styles[arm].color
+        label = f"{arm} · {model} · {template}{label_suffix} (N={wide.shape[1]})"
+        ax.plot(wide.index, mean, style, color=color, label=label)
+        ax.fill_between(wide.index, low, high, alpha=0.2, color=color)
         drew = True
     return drew
-
-
-def _learning(data: StudyData, ax) -> bool:
-    ax.set(xlabel="step", ylabel="eval pass@1", title="Learning curves")
-    return _curves(data, "eval/pass_at_1", ax)
 
 
 def _learning_by_tokens(data: StudyData, ax) -> bool:
@@ -82,12 +79,13 @@ def _learning_by_tokens(data: StudyData, ax) -> bool:
     if not len(joined):
         return False
     cells = data.trials.set_index("trial_id")[["arm", "model", "template"]]
-    colors: dict[tuple, str] = {}
+    styles, labelled = study_styles(data), set()
     for trial_id, curve in joined.groupby("trial_id", sort=False):
         key = tuple(cells.loc[trial_id])
-        label = None if key in colors else " · ".join(key)
-        line = ax.plot(curve["tokens"], curve["value"], lw=0.8, color=colors.get(key), label=label)
-        colors.setdefault(key, line[0].get_color())
+        label = None if key in labelled else " · ".join(key)
+        labelled.add(key)
+        style = styles[key[0]]
+        ax.plot(curve["tokens"], curve["value"], style.line, lw=0.8, color=style.color, label=label)
     ax.set(xlabel="generated training tokens", ylabel="eval pass@1", title="pass@1 vs compute")
     return True
 
@@ -123,32 +121,17 @@ def _ratio_variance(data: StudyData, ax) -> bool:
     return True
 
 
-def _gain_vs_passg(data: StudyData, ax) -> bool:
-    ids = data.complete()["trial_id"]
-    pg, gain = m.base_pass_at_g(data).reindex(ids), m.gains(data, 1).reindex(ids)
-    ok = pg.notna() & gain.notna()
-    if not ok.any():
-        return False
-    arms = data.complete().set_index("trial_id")["arm"]
-    for arm in arms[ok[ok].index].unique():
-        sel = ok[ok].index[arms[ok[ok].index] == arm]
-        ax.scatter(pg[sel], gain[sel], label=arm)
-    ax.axhline(0, color="grey", lw=0.8)
-    ax.set(
-        xlabel=f"base Pass@{data.group_size}", ylabel="pass@1 gain", title="RL gain vs base Pass@G"
-    )
-    return True
-
-
 def _passk_curves(data: StudyData, ax) -> bool:
     drew = False
     for (model, template), cell in (
         data.passk.groupby(["model", "template"]) if len(data.passk) else []
     ):
         cell = cell.sort_values("k")
-        ax.plot(cell["k"], cell["pass_at_k"], "--o", label=f"base {model} · {template}")
+        ax.plot(cell["k"], cell["pass_at_k"], "--o", color=NEUTRAL, alpha=0.6, ms=3)
+        ax.annotate(f"base {model} · {template}", (cell["k"].iloc[-1], cell["pass_at_k"].iloc[-1]),
+                    fontsize=6, color=NEUTRAL)  # fmt: skip
         drew = True
-    ks = m.eval_ks(data.history)
+    ks, styles = m.eval_ks(data.history), study_styles(data)
     for arm, model, template in m.cells(data):
         means = [
             np.nanmean(
@@ -161,41 +144,83 @@ def _passk_curves(data: StudyData, ax) -> bool:
             for k in ks
         ]
         if ks and np.isfinite(means).any():
-            ax.plot(ks, means, "-s", label=f"{arm} · {model} · {template}")
+            color = styles[arm].color
+            ax.plot(ks, means, "-s", color=color, label=f"{arm} · {model} · {template}")
             drew = True
     ax.set(xlabel="k", ylabel="pass@k", xscale="log", title="pass@k: base (dashed) vs trained")
     return drew
 
 
 FIGURES: dict[str, Callable] = {
-    "learning_curves": _learning,
     "learning_curves_by_tokens": _learning_by_tokens,
     "length_by_correctness": _length,
     "entropy": _entropy,
     "ratio_variance_vs_length": _ratio_variance,
-    "gain_vs_base_pass_at_g": _gain_vs_passg,
     "pass_at_k": _passk_curves,
     "compute_curves": section.draw,
 }
 
+#: Figures that lay out their own panels: `figure(data, plt, axis)` -> a Figure or None.
+PANELS: dict[str, Callable] = {
+    "forest_plot": forest.figure,
+    "learning_curves": multiples.figure,
+    "base_model_selection": selection.figure,
+}
+#: Shown right after the findings, before every table: name -> the heading above it.
+LEAD = {"forest_plot": "Every contrast, with its interval and verdict"}
 
-def write_figures(data: StudyData, folder: Path) -> list[Path]:
-    """Every figure that has data, as `<name>.png` and `<name>.pdf`; returns the PNG paths."""
+#: What each figure shows, for a reader: the report's caption and the image's alt text.
+CAPTIONS = {
+    "forest_plot": "Every contrast: Δ pass@1 against the reference with its interval, the "
+    "equivalence band and the verdict",
+    "learning_curves": "Learning curves per base model and template, with the difference to the "
+    "reference below",
+    "base_model_selection": "Base-model selection: RL gain against the share of prompts with "
+    "mixed groups and against base pass@1, beside the base models' pass@k",
+    "learning_curves_by_tokens": "Eval pass@1 against generated training tokens, one line per seed",
+    "length_by_correctness": "Completion length of correct and incorrect answers during training",
+    "entropy": "Token entropy during training",
+    "ratio_variance_vs_length": "Importance-ratio variance against completion length",
+    "pass_at_k": "pass@k before and after training",
+    "compute_curves": "Eval pass@1 against compute with the fitted curves",
+}
+
+
+def caption(png: Path) -> str:
+    """A figure file's caption (its name for a figure without one)."""
+    return CAPTIONS.get(png.stem, png.stem.replace("_", " "))
+
+
+def _save(fig, folder: Path, name: str) -> Path:
+    fig.savefig(folder / f"{name}.png", dpi=120)
+    fig.savefig(folder / f"{name}.pdf")
+    return folder / f"{name}.png"
+
+
+def write_figures(data: StudyData, folder: Path, axis: str | None = None) -> list[Path]:
+    """Every figure that has data, as `<name>.png` and `<name>.pdf`; returns the PNG paths, the
+    lead figures first. `axis`: the learning curves' x axis (a key of `multiples.AXES`; default
+    the compute curves' axis, else the step)."""
     import warnings
 
     warnings.filterwarnings("ignore", "Mean of empty slice", RuntimeWarning)  # cells with no run
     plt = _plt()
     folder.mkdir(parents=True, exist_ok=True)
     written = []
+    for name, make in PANELS.items():
+        fig = make(data, plt, axis)
+        if fig is not None:
+            try:
+                written.append(_save(fig, folder, name))
+            finally:
+                plt.close(fig)
     for name, draw in FIGURES.items():
         fig, ax = plt.subplots(figsize=(6.4, 4.2))
         try:
             if draw(data, ax):
                 ax.legend(fontsize=6)
                 fig.tight_layout()
-                fig.savefig(folder / f"{name}.png", dpi=120)
-                fig.savefig(folder / f"{name}.pdf")
-                written.append(folder / f"{name}.png")
+                written.append(_save(fig, folder, name))
         finally:
             plt.close(fig)
     return written

@@ -353,11 +353,42 @@ def has_controls(data: StudyData) -> bool:
 
 
 TABLES = (
-    TableSpec(name="configuration", build=config_table, order=10),
-    TableSpec(name="main", build=main_table, order=20),
-    TableSpec(name="equal_tokens", build=compute_table, order=40),
-    TableSpec(name="controls", build=control_table, order=25, applies=has_controls),
-    TableSpec(name="sequential", build=sequential_table, order=22, applies=has_looks),
-    TableSpec(name="survival", build=survival_table, order=60),
-    TableSpec(name="incomplete", build=incomplete_table, order=70),
+    TableSpec(
+        name="configuration", heading="Arms and what they change", build=config_table, order=10
+    ),
+    TableSpec(
+        name="main",
+        heading="Final pass@1 and every contrast to the reference",
+        build=main_table,
+        order=20,
+    ),
+    TableSpec(
+        name="equal_tokens",
+        heading="Contrasts at equal generated tokens",
+        build=compute_table,
+        order=40,
+    ),
+    TableSpec(
+        name="controls",
+        heading="Live controls: A/A and positive",
+        build=control_table,
+        order=25,
+        applies=has_controls,
+    ),
+    TableSpec(
+        name="sequential",
+        heading="Sequential looks",
+        build=sequential_table,
+        order=22,
+        applies=has_looks,
+    ),
+    TableSpec(
+        name="survival",
+        heading="Trials per arm: finished, diverged, failed",
+        build=survival_table,
+        order=60,
+    ),
+    TableSpec(
+        name="incomplete", heading="Trials that did not finish", build=incomplete_table, order=70
+    ),
 )

@@ -20,6 +20,7 @@ from ablate.report.render import (
     claim_tables,
     elicited,
     headline,
+    paper,
     secondary,
 )
 from ablate.report.stats import contrasts as cx
@@ -36,6 +37,7 @@ def _registry(*declared: tuple[TableSpec, ...]) -> tuple[TableSpec, ...]:
 
 
 TABLES = _registry(
+    paper.TABLES,
     headline.TABLES,
     budget.TABLES,
     elicited.TABLES,
