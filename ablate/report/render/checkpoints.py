@@ -63,5 +63,11 @@ def has_selection(data: StudyData) -> bool:
 
 
 TABLES = (
-    TableSpec(name="best_checkpoint", build=best_checkpoint_table, order=45, applies=has_selection),
+    TableSpec(
+        name="best_checkpoint",
+        heading="Best checkpoint chosen on the selection split",
+        build=best_checkpoint_table,
+        order=45,
+        applies=has_selection,
+    ),
 )
