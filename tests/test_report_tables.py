@@ -313,3 +313,22 @@ def test_the_headline_reads_the_final_checkpoint_never_the_best_and_says_so():
     assert cell["pass@1"].value == pytest.approx(0.4)
     assert cell["Δ pass@1"].value == pytest.approx(0.4 - np.mean(BASE))
     assert headline.CHECKPOINT_RULE in main.caption
+
+
+def test_an_arm_whose_every_trial_failed_is_reported_beside_one_with_per_problem_records():
+    """The reference has per-problem eval records, the other arm (every trial failed) none: the
+    report is built, and the failed arm's contrast holds no number."""
+    from ablate.algorithms import Algorithm
+    from ablate.report.render.tables import build_tables
+
+    algos = {"grpo": Algorithm(), "dapo": Algorithm(clip_high=0.28)}
+    runs = [
+        ("grpo", "m", 0, {"eval/pass_at_1": [0.2, 0.5]}),
+        ("dapo", "m", 0, {"eval/pass_at_1": [0.2]}, "failed"),
+    ]
+    data = study_data(
+        runs, algorithms=algos, reference="grpo", samples={("grpo", 0): [[1, 0], [0, 1]]}
+    )
+    main = next(t for t in build_tables(data).tables if t.name == "main")
+    dapo = next(r for r in main.rows if r["arm"] == "dapo")
+    assert dapo["Δ pass@1"].n == 0 and np.isnan(dapo["Δ pass@1"].value)

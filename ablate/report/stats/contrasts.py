@@ -131,13 +131,14 @@ def _pair(data: StudyData, values: Values, arm: str, ref: str, model: str, templ
     """(contrast, 90% interval, reading, J, fixed contrast, d or None, tokens, note)."""
     a, tokens, note = values(arm, model, template)
     r, _, _ = values(ref, model, template)
-    if isinstance(a, pd.DataFrame):
+    if isinstance(a, pd.DataFrame) and isinstance(r, pd.DataFrame):
         x, y = pr.matched(a, r)
         if x.size and x.shape[1] >= 2:
             fixed = fixed_contrast(x.mean(axis=1), y.mean(axis=1))[0]
             c, i90 = task_contrast(x, y)
             return c, i90, TASK, x.shape[1], fixed, x - y, tokens, note
-        a, r = a.mean(axis=1), r.mean(axis=1)
+    # per-seed means where one side has per-problem records and the other (all failed) none
+    a, r = (v.mean(axis=1) if isinstance(v, pd.DataFrame) else v for v in (a, r))
     c, i90 = fixed_contrast(*m.matched(a, r))
     return c, i90, FIXED, 0, c, None, tokens, note
 
