@@ -28,6 +28,9 @@ LEASED_ELSEWHERE = "being trained by another runner"
 StepHook = Callable[[int, int, dict[str, float]], None]
 #: A trial running in a worker process reached a step (0: it started there).
 TrialStep = Callable[[Trial, int, int, dict[str, float]], None]
+#: Runs the trials not yet FINISHED somewhere else (trials, store URI, results root, hooks) and
+#: returns their outcomes, or None when it only submitted them (`ablate.launch.slurm`).
+Launcher = Callable[[list[Trial], str, Path, "RunHooks"], "list[TrialOutcome] | None"]
 #: The metrics a worker relays with each step: what a progress line or bar shows.
 PROGRESS_KEYS = ("reward/mean", "eval/pass_at_1", "budget/generated_tokens", "budget/wall_seconds")
 
@@ -70,11 +73,13 @@ def run_study(
     tracking_uri: str | None = None,
     hooks: RunHooks | None = None,
     select: Callable[[Trial], bool] | None = None,
+    launch: Launcher | None = None,
 ) -> list[TrialOutcome]:
     """Preflight, Pass@G phase, then the trials; returns one outcome per trial of the study.
     Any number of runners (and workers) may share the results folder: each trial is trained
     by one of them (`ablate.lease`), the others skip it. `select` (a sequential design's look)
-    runs only the trials it accepts; the plan stays the whole study, and ids do not change."""
+    runs only the trials it accepts; the plan stays the whole study, and ids do not change.
+    `launch` runs the trials elsewhere instead (`ablate.launch.slurm`; None back: detached)."""
     from ablate import tracking
     from ablate.durable import write_atomic
     from ablate.passk_phase import passk_phase
@@ -102,13 +107,17 @@ def run_study(
         chosen = [t for t in trials if select is None or select(t)]
         todo = [t for t in chosen if statuses.get(t.id) != "FINISHED"]
         skipped = [_outcome(t, "skipped", "already FINISHED") for t in chosen if t not in todo]
-        if workers <= 1:
+        if launch is not None:
+            done = launch(todo, uri, paths["root"], hooks)
+        elif workers <= 1:
             done = [
                 run_trial(study, t, uri, paths["study"], hooks, i, len(todo))
                 for i, t in enumerate(todo)
             ]
         else:
             done = _run_parallel(study, todo, uri, paths["study"], workers, hooks)
+        if done is None:  # submitted and detached: the last array task closes the parent
+            return skipped
         _close_parent(parent, done)
     return skipped + done
 

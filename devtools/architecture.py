@@ -95,6 +95,7 @@ FLOORS: dict[str, int] = {
             "distributed",
             "tune",
             "passk_phase",
+            "launch",
         ),
         6,
     ),
