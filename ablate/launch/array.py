@@ -13,6 +13,7 @@ import dataclasses
 import json
 import os
 import signal
+import socket
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -84,11 +85,21 @@ def train_one(submission: str, trial_id: str) -> dict[str, Any]:
         while True:
             out = runner.run_trial(study, trial, uri, study_dir, RunHooks(), 0, 1)
             held = out.outcome == "skipped" and out.message.startswith(LEASED_ELSEWHERE)
-            if not held or time.monotonic() > deadline:
+            if not held or _alive_here(out.message) or time.monotonic() > deadline:
                 break
             time.sleep(5)
     _close_parent_when_all_finished(study, uri)
     return dataclasses.asdict(out)
+
+
+def _alive_here(skipped: str) -> bool:
+    """Whether the holder named in a skipped trial's message ("... (host:pid:nonce)") is a live
+    process of this machine: it will finish the trial, there is nothing to wait for."""
+    from ablate.lease import owner_is_dead
+
+    holder = skipped.rpartition("(")[2].rstrip(")")
+    host = holder.partition(":")[0]
+    return host == socket.gethostname() and not owner_is_dead(holder)
 
 
 def _find_trial(study: Study, trial_id: str, study_file: str) -> Trial:
