@@ -51,11 +51,9 @@ def run(
     detach: bool = DETACH,
 ) -> None:
     """Run a study: the Pass@G phase, then every trial not yet FINISHED (resumes), then report."""
-    from ablate import tracking
     from ablate.commands.sequential import check_design, run_until_decided
     from ablate.launch.options import check_combination
     from ablate.preflight import check_output_dir, preflight_study
-    from ablate.store_failures import store_errors
     from ablate.study import load_study
     from ablate.threads import apply_threads
 
@@ -84,12 +82,20 @@ def run(
     if launch.detach:
         typer.echo(f"detached: `ablate status {study} --results {results}` shows every trial")
         return
+    summarise_and_report(loaded, outcomes, results, out, tracking_uri or None)
+
+
+def summarise_and_report(study, outcomes, results: str, out: str, tracking_uri: str | None):
+    """The summary table, the report (when a trial finished), exit 1 when trials failed."""
+    from ablate import tracking
+    from ablate.store_failures import store_errors
+
     store = tracking.open_store(tracking_uri or tracking.default_uri(results))
     with store_errors(store):  # the store can also fail after the last trial
-        print_summary(loaded, outcomes, results, tracking_uri or None)
-        runs = store.runs(loaded.name).runs
+        print_summary(study, outcomes, results, tracking_uri)
+        runs = store.runs(study.name).runs
         if not runs.empty and (runs["status"] == "FINISHED").any():
-            write_report(loaded, results, out, tracking_uri or None)
+            write_report(study, results, out, tracking_uri)
         else:
             typer.echo("no report: no trial of the study has finished")
     if failed := failed_trials(outcomes):
