@@ -137,6 +137,16 @@ def test_what_submitit_pickles_is_a_function_reference_and_two_strings(tmp_path)
     del uri
 
 
+def test_status_of_a_study_never_run_creates_nothing(tmp_path, capsys):
+    study_file = write_study(tmp_path, "fresh")
+    results = tmp_path / "results"
+
+    assert main(["status", str(study_file), "--results", str(results)]) == 0
+
+    assert capsys.readouterr().out.strip().endswith("2 not started")
+    assert not results.exists()
+
+
 def test_options_command_line_over_study_and_gpus_for_vllm():
     study_launch = Launch(launcher="slurm", slurm=SlurmOptions(partition="a", time_min=30))
     got = resolve(study_launch, "", False, partition="b", gpus_per_task=None)

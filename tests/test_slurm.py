@@ -48,6 +48,8 @@ STUDY = Study(
 """
 #: Per-step metrics that measure time or speed, not the training itself.
 TIMING = re.compile(r"seconds|perf/|wall|per_s|throughput|time")
+#: A report's columns of the same kind ("step s": seconds per step).
+REPORT_TIMING = re.compile(r"seconds|wall|time|throughput|\bstep s\b|/s\b")
 
 
 def write_study(folder: Path, name: str, seeds: list[int], steps: int) -> Path:
@@ -100,8 +102,11 @@ def report_tables(folder: Path) -> dict[str, str]:
 
     out = {}
     for path in sorted((folder / "tables").glob("*.csv")):
+        if not path.read_text().strip():  # a table with nothing to show is an empty file
+            out[path.name] = ""
+            continue
         frame = pd.read_csv(path)
-        keep = [c for c in frame.columns if not TIMING.search(str(c))]
+        keep = [c for c in frame.columns if not REPORT_TIMING.search(str(c))]
         out[path.name] = frame[keep].to_csv(index=False)
     return out
 

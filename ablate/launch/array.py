@@ -137,14 +137,13 @@ def _close_parent_when_all_finished(study: Study, uri: str) -> None:
     """The last task out marks the study's parent run FINISHED (a detached submission has no
     waiting process to do it)."""
     from ablate import tracking
+    from ablate.runner import identified_trials
 
-    store = tracking.open_store(uri)
-    planned = {t.id for t in study.trials()}
-    parent = store.find_study(study.name)
+    parent = tracking.open_store(uri).find_study(study.name)
     if parent is None:
         return
     statuses = parent.trial_status()
-    if len(planned) == len([t for t in statuses if statuses[t] == "FINISHED"]):
+    if all(statuses.get(t.id) == "FINISHED" for t in identified_trials(study)):
         parent.close("FINISHED")
 
 
@@ -172,12 +171,12 @@ def trial_states(
     from ablate.lease import LeaseStore
 
     store = tracking.open_store(uri)
-    frame = store.runs(study.name).runs if store.exists() else None
+    if not store.exists():  # never run: nothing to read, and reading must not create it
+        return [TrialState(trial, "not started") for trial in trials]
     latest: dict[str, Any] = {}
-    if frame is not None and not frame.empty:
-        for _, row in frame.iterrows():
-            if latest.get(row["trial_id"], {}).get("status") != "FINISHED":
-                latest[row["trial_id"]] = row
+    for _, row in store.runs(study.name).runs.iterrows():
+        if latest.get(row["trial_id"], {}).get("status") != "FINISHED":
+            latest[row["trial_id"]] = row
     leases = LeaseStore(store.lease_url(Path(root).resolve()))
     out = []
     for trial in trials:
