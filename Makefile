@@ -10,7 +10,8 @@ export TRANSFORMERS_OFFLINE := 1
 export HF_DATASETS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: install demo test test-slow test-gpu gpu-check gpu-wheels gpu-deps test-latex test-browser lint format bench \
+.PHONY: install demo test test-slow test-gpu gpu-check gpu-wheels gpu-deps test-latex test-browser \
+	slurm test-slurm lint format bench \
 	calibrate curve-calibration study passk tune report ui worker clean
 
 install: $(STAMP)
@@ -64,7 +65,7 @@ worker: install
 # One torch thread per test process: on 2 shared cores a second OpenMP thread that has to wait
 # for a busy core makes small models up to ~10x slower (measured), and CI must be predictable.
 test: install
-	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -m "not slow and not gpu and not browser" -q
+	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -m "not slow and not gpu and not browser and not slurm" -q
 
 test-slow: install
 	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -m "slow" -q
@@ -139,6 +140,17 @@ test-browser: $(BROWSER_STAMP)
 	test -x /usr/bin/chromium || { $(SUDO) apt-get update -qq && $(APT) chromium fonts-liberation; }
 	ABLATE_REQUIRE_BROWSER=1 ABLATE_BROWSER_OUT=reports/browser-check OMP_NUM_THREADS=1 \
 		$(BIN)/python -m pytest -m browser -q
+
+# A single-node Slurm cluster for the `slurm` tests (tests/slurm_cluster.py starts munged, slurmctld
+# and slurmd in a temporary folder): Debian's slurm-wlm and munge, installed when missing. Where
+# they cannot be installed or Slurm cannot start, the tests are skipped with the one-line reason.
+slurm:
+	@command -v slurmctld >/dev/null && command -v munged >/dev/null || \
+		{ $(SUDO) apt-get update -qq && $(APT) slurm-wlm munge; } || \
+		echo "slurm: slurm-wlm/munge could not be installed here (the slurm tests will say why they skip)"
+
+test-slurm: install slurm
+	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -m slurm -q -rs
 
 # Every Python tree of the repository: the package, the presets, tests, studies, developer tools.
 LINTED := ablate baselines tests studies devtools

@@ -28,6 +28,9 @@ LEASED_ELSEWHERE = "being trained by another runner"
 StepHook = Callable[[int, int, dict[str, float]], None]
 #: A trial running in a worker process reached a step (0: it started there).
 TrialStep = Callable[[Trial, int, int, dict[str, float]], None]
+#: Runs the trials not yet FINISHED somewhere else (trials, store URI, results root, hooks) and
+#: returns their outcomes, or None when it only submitted them (`ablate.launch.slurm`).
+Launcher = Callable[[list[Trial], str, Path, "RunHooks"], "list[TrialOutcome] | None"]
 #: The metrics a worker relays with each step: what a progress line or bar shows.
 PROGRESS_KEYS = ("reward/mean", "eval/pass_at_1", "budget/generated_tokens", "budget/wall_seconds")
 
@@ -72,15 +75,14 @@ def run_study(
     tracking_uri: str | None = None,
     hooks: RunHooks | None = None,
     select: Callable[[Trial], bool] | None = None,
+    launch: Launcher | None = None,
 ) -> list[TrialOutcome]:
     """Preflight, Pass@G phase, then the trials; returns one outcome per trial of the study.
     Any number of runners (and workers) may share the results folder: each trial is trained
     by one of them (`ablate.lease`), the others skip it. `select` (a sequential design's look)
-    runs only the trials it accepts; the plan stays the whole study, and ids do not change."""
+    runs only the trials it accepts; the plan stays the whole study, and ids do not change.
+    `launch` runs the trials elsewhere instead (`ablate.launch.slurm`; None back: detached)."""
     from ablate import tracking
-    from ablate.durable import write_atomic
-    from ablate.elicit_phase import elicitation_phase
-    from ablate.passk_phase import passk_phase
     from ablate.preflight import preflight_study
 
     hooks = hooks or RunHooks()
@@ -96,29 +98,41 @@ def run_study(
         parent.set_tags({tag.REFERENCE_ARM: study.reference_arm, **tracking.environment_tags()})
         parent.mark_plan({t.id for t in trials})  # views and summaries: this plan's runs only
         if study.passk is not None:
-            _notify(hooks.on_phase, "passk")
-            table = passk_phase(study, paths["passk"], hooks.on_passk)  # cached per cell
-            csv = write_atomic(paths["study"] / "passk.csv", table.to_csv(index=False))
-            parent.attach(csv)
-            if study.passk.elicit is not None:  # the best-elicited base, cached per model
-                table = elicitation_phase(study, paths["passk"], hooks.on_passk)
-                csv = write_atomic(paths["study"] / "elicitation.csv", table.to_csv(index=False))
-                parent.attach(csv)
+            _base_phases(study, paths, parent, hooks)
         _notify(hooks.on_phase, "trials")
         statuses = parent.trial_status()
         chosen = [t for t in trials if select is None or select(t)]
         todo = [t for t in chosen if statuses.get(t.id) != "FINISHED"]
         skipped = [_outcome(t, "skipped", "already FINISHED") for t in chosen if t not in todo]
         _notify(hooks.on_plan, todo, len(skipped))
-        if workers <= 1:
+        if launch is not None:
+            done = launch(todo, uri, paths["root"], hooks)
+        elif workers <= 1:
             done = [
                 run_trial(study, t, uri, paths["study"], hooks, i, len(todo))
                 for i, t in enumerate(todo)
             ]
         else:
             done = _run_parallel(study, todo, uri, paths["study"], workers, hooks)
+        if done is None:  # submitted and detached: the last array task closes the parent
+            return skipped
         _close_parent(parent, done)
     return skipped + done
+
+
+def _base_phases(study: Study, paths: dict[str, Path], parent, hooks: RunHooks) -> None:
+    """Pass@G of every base model × template and, where declared, the best-elicited base;
+    both cached in the results folder and attached to the study's parent run."""
+    from ablate.durable import write_atomic
+    from ablate.elicit_phase import elicitation_phase
+    from ablate.passk_phase import passk_phase
+
+    _notify(hooks.on_phase, "passk")
+    table = passk_phase(study, paths["passk"], hooks.on_passk)  # cached per cell
+    parent.attach(write_atomic(paths["study"] / "passk.csv", table.to_csv(index=False)))
+    if study.passk.elicit is not None:  # the best-elicited base, cached per model
+        table = elicitation_phase(study, paths["passk"], hooks.on_passk)
+        parent.attach(write_atomic(paths["study"] / "elicitation.csv", table.to_csv(index=False)))
 
 
 def _close_parent(parent, outcomes: list[TrialOutcome]) -> None:

@@ -21,6 +21,7 @@ from typing import Any
 from ablate.arms import Arm, arm, full_factorial, one_at_a_time, path
 from ablate.errors import AblateError, StudyError, StudyWarning
 from ablate.finding import Finding
+from ablate.launch.options import Launch, SlurmOptions
 from ablate.spec import Budget, CurveSpec, Engine, EvalSpec, Optim, TrialSpec
 from ablate.study_checks import study_problems, study_warnings
 
@@ -31,9 +32,11 @@ __all__ = [
     "CurveSpec",
     "ElicitSpec",
     "EvalSpec",
+    "Launch",
     "Optim",
     "PassKSpec",
     "SearchSpace",
+    "SlurmOptions",
     "Study",
     "Trial",
     "arm",
@@ -160,6 +163,9 @@ class Study:
     """Fit compute–performance curves in the report (set `eval`'s compute cadence with it)."""
     findings: Sequence[Finding] = ()
     """A paper's findings this study tests (`ablate report` tests them on its results)."""
+    launch: Launch | None = None
+    """Where `ablate run` trains the trials unless its options say otherwise: None = locally;
+    `Launch(launcher="slurm", slurm=SlurmOptions(...))` = one Slurm job array."""
 
     def __post_init__(self) -> None:
         for name in ("base_models", "arms", "templates", "seeds", "extra", "findings", "looks"):

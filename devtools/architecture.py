@@ -97,6 +97,7 @@ FLOORS: dict[str, int] = {
             "tune",
             "passk_phase",
             "elicit_phase",
+            "launch",
         ),
         6,
     ),

@@ -63,3 +63,20 @@ def postgres():
             capture_output=True,
         )
         shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def slurm_cluster():
+    """A single-node Slurm cluster (tests/slurm_cluster.py), Debian's packages installed when
+    missing; skipped with the reason when it cannot start here."""
+    from tests.slurm_cluster import SlurmUnavailable, single_node_cluster
+
+    try:
+        context = single_node_cluster()
+        cluster = context.__enter__()
+    except SlurmUnavailable as exc:
+        pytest.skip(f"no Slurm here: {exc}")
+    try:
+        yield cluster
+    finally:
+        context.__exit__(None, None, None)

@@ -6,6 +6,7 @@ COMMAND_MODULES = (
     "core",
     "train",
     "run",
+    "status",
     "serve",
     "worker",
     "tune",
