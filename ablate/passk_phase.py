@@ -62,6 +62,22 @@ def passk_phase(study: Study, cache_dir: Path, progress=None) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True)
 
 
+def base_phases(study: Study, paths: dict[str, Path], parent, hooks) -> None:
+    """Pass@G of every base model × template and, where declared, the best-elicited base; both
+    cached in the results folder (`paths["passk"]`), written to the study's folder and attached
+    to its parent run. `hooks`: the runner's (`on_phase`, `on_passk`)."""
+    from ablate.elicit_phase import elicitation_phase
+
+    if hooks.on_phase is not None:
+        hooks.on_phase("passk")
+    table = passk_phase(study, paths["passk"], hooks.on_passk)  # cached per cell
+    parent.attach(durable.write_atomic(paths["study"] / "passk.csv", table.to_csv(index=False)))
+    if study.passk.elicit is not None:  # the best-elicited base, cached per model
+        table = elicitation_phase(study, paths["passk"], hooks.on_passk)
+        csv = durable.write_atomic(paths["study"] / "elicitation.csv", table.to_csv(index=False))
+        parent.attach(csv)
+
+
 def read_cached(path: Path, ks) -> pd.DataFrame | None:
     """The cached cell at `path`: one whole row per k, or None (missing, or empty or partial
     with a warning naming the file: the cell is measured again)."""

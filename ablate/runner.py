@@ -83,6 +83,7 @@ def run_study(
     runs only the trials it accepts; the plan stays the whole study, and ids do not change.
     `launch` runs the trials elsewhere instead (`ablate.launch.slurm`; None back: detached)."""
     from ablate import tracking
+    from ablate.passk_phase import base_phases
     from ablate.preflight import preflight_study
 
     hooks = hooks or RunHooks()
@@ -98,7 +99,7 @@ def run_study(
         parent.set_tags({tag.REFERENCE_ARM: study.reference_arm, **tracking.environment_tags()})
         parent.mark_plan({t.id for t in trials})  # views and summaries: this plan's runs only
         if study.passk is not None:
-            _base_phases(study, paths, parent, hooks)
+            base_phases(study, paths, parent, hooks)
         _notify(hooks.on_phase, "trials")
         statuses = parent.trial_status()
         chosen = [t for t in trials if select is None or select(t)]
@@ -118,21 +119,6 @@ def run_study(
             return skipped
         _close_parent(parent, done)
     return skipped + done
-
-
-def _base_phases(study: Study, paths: dict[str, Path], parent, hooks: RunHooks) -> None:
-    """Pass@G of every base model × template and, where declared, the best-elicited base;
-    both cached in the results folder and attached to the study's parent run."""
-    from ablate.durable import write_atomic
-    from ablate.elicit_phase import elicitation_phase
-    from ablate.passk_phase import passk_phase
-
-    _notify(hooks.on_phase, "passk")
-    table = passk_phase(study, paths["passk"], hooks.on_passk)  # cached per cell
-    parent.attach(write_atomic(paths["study"] / "passk.csv", table.to_csv(index=False)))
-    if study.passk.elicit is not None:  # the best-elicited base, cached per model
-        table = elicitation_phase(study, paths["passk"], hooks.on_passk)
-        parent.attach(write_atomic(paths["study"] / "elicitation.csv", table.to_csv(index=False)))
 
 
 def _close_parent(parent, outcomes: list[TrialOutcome]) -> None:
