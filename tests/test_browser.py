@@ -121,6 +121,8 @@ def test_report_shows_every_figure_and_table_without_overflow(browser, study, wi
     figures = sorted(caption(p) for p in (report / "figures").glob("*.png"))  # alt: what it shows
     assert len(figures) >= 4 and sorted(alt for alt, _ in images) == figures
     assert all(w > 0 for _, w in images), images  # every figure decoded
+    shown_files = {p.stem for p in (report / "figures").glob("*.png")}
+    assert {"forest_plot", "learning_curves"} <= shown_files  # issue 32's figures, alt text above
     sections = page.eval_on_selector_all(
         "h2", "els => els.map(e => [e.innerText, !!e.nextElementSibling.querySelector('table')])"
     )
