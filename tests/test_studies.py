@@ -47,6 +47,7 @@ def test_quickstart_matches_its_brief():
     assert study.positive_control == "grpo_random"
     assert study.arm("grpo_random").algorithm.reward_control == "random"
     assert study.arm("grpo_random").algorithm.reward_control_p == 0.5
+    assert len(seeds["grpo_random"] & seeds["grpo"]) >= 5  # 3 seeds did not detect it (12-03)
     algos = [study.arm(a).algorithm for a in sorted(seeds)]
     assert {(a.ppo_epochs, a.minibatches, a.kl_coef) for a in algos} == {(1, 4, 0.0)}
     assert study.eval.every_tokens > 0 and study.effect_of_interest and study.equivalence_margin
