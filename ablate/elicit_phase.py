@@ -193,7 +193,7 @@ def _parse(path: Path) -> pd.DataFrame:
     import pandas as pd
 
     frame = pd.read_csv(path, keep_default_na=False, na_values=[""])
-    if list(frame.columns) != list(COLUMNS) or frame["rate"].isna().any() or not len(frame):
+    if list(frame.columns) != list(COLUMNS) or frame.isna().any().any() or not len(frame):
         raise ValueError("not a whole elicitation table")
     return frame
 

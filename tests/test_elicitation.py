@@ -266,3 +266,19 @@ def test_prompts_that_leave_no_room_for_the_completion_are_refused_before_any_co
     message = str(err.value)
     assert "plain + 1-shot on rl_ready" in message and "none + 1-shot on rl_ready" in message
     assert "plain on" not in message  # the 0-shot prompts fit
+
+
+def test_a_cached_elicitation_cut_short_is_measured_again(tmp_path):
+    """A cache file cut mid-row (an old copy, a bad disk) is never read as a whole table."""
+    from ablate import durable
+    from ablate.durable import UnreadableFileWarning
+    from ablate.elicit_phase import COLUMNS, _parse
+
+    whole = _elicitation({"as_trained": [0.5, 0.25], "best": [1.0, 0.5]})[list(COLUMNS)]
+    path = tmp_path / "elicit-x.csv"
+    durable.write_atomic(path, whole.to_csv(index=False))
+    assert len(durable.read_valid(path, _parse, "measured again")) == 4
+    text = path.read_text()
+    path.write_text(text[: text.rindex(",")])  # the last row loses its n_samples
+    with pytest.warns(UnreadableFileWarning, match="measured again"):
+        assert durable.read_valid(path, _parse, "measured again") is None
