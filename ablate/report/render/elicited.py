@@ -39,21 +39,21 @@ def elicited_table(data: StudyData) -> Table:
         if base is None:
             continue
         ids = _cell_ids(data, cell)
-        final_mean = _mean(final.reindex(ids))
+        final_mean, start = _mean(final.reindex(ids)), _mean(step0.reindex(ids))
         shares = el.shares(final_mean, base)
         matrix = pr.cell_matrix(data, rates, *cell) if len(rates) else None
         rows.append(
             {
                 "arm": cell[0],
                 "base · template": f"{cell[1]} · {cell[2]}",
-                "step 0": _mean(step0.reindex(ids)),
+                "step 0": start,
                 "base as trained": base.mean(el.AS_TRAINED),
                 "lenient parse": base.mean(el.LENIENT),
                 "best prompt": base.mean(el.BEST_PROMPT),
                 "best elicited": base.mean(el.BEST),
                 "best elicited setting": base.labels.get(el.BEST, ""),
                 "final": final_mean,
-                "RL gain over step 0": final_mean - _mean(step0.reindex(ids)),
+                "RL gain over step 0": final_mean - start,
                 GAIN_OVER_BEST: _gain(matrix, base),
                 **{f"share: {name}": _percent(shares[role]) for role, name in el.SHARES.items()},
             }
