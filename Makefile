@@ -176,8 +176,9 @@ calibrate: install
 	$(BIN)/python -m devtools calibrate --sequential $(ARGS)
 	$(BIN)/python -m devtools calibrate --task-level $(ARGS)
 
-# The same for the compute-performance curves (the README's table: 200 studies per row, about
-# 6 min per row at 3-5 seeds on 2 shared cores); e.g. make curve-calibration ARGS="100 half --seeds 3".
+# The same for the compute-performance curves (the README's tables: 400 studies per row, 6-10 min
+# per scenario at 3, 5 and 10 seeds, one process per scenario on the 2 cores);
+# e.g. make curve-calibration ARGS="400 ceiling --null-studies 400 --reach-studies 2000".
 curve-calibration: install
 	$(BIN)/python -m devtools curve-calibration $(ARGS)
 

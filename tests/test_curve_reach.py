@@ -57,3 +57,46 @@ def test_the_midpoint_must_lie_margin_times_inside_the_observed_compute():
     assert "midpoint is not bracketed" in late.unidentified
     early = pooled_fit({0: (C, sigmoid(C, 0.85, 3.0, 6e4 * MARGIN * 0.7, 0.52), 0.52)})
     assert "within 3× of the first fitted eval" in early.unidentified
+
+
+def _fit_with_leave_one_out(a: float, loo_a: list[float], r0: float):
+    from ablate.report.curves.pooled import PooledFit
+
+    loo = np.array([[x, 0.0, 0.0] for x in loo_a])
+    return PooledFit(
+        seeds=tuple(range(len(loo_a))),
+        params=np.array([a, 0.0, 0.0]),
+        loo=loo,
+        unidentified="",
+        r0=r0,
+    )
+
+
+def test_a_interval_is_the_jackknife_on_the_reciprocal_gain_by_hand():
+    from scipy import stats
+
+    from ablate.report.curves.analysis import asymptote_estimate
+    from ablate.report.curves.pooled import reciprocal_gain_pseudo
+
+    # A 0.8 over R0 0.5 (gain 0.3); leaving each seed out: 0.78, 0.82, 0.80
+    fit = _fit_with_leave_one_out(0.8, [0.78, 0.82, 0.80], 0.5)
+    g = 3 / 0.3 - 2 / np.array([0.28, 0.32, 0.30])  # 2.857, 3.750, 3.333
+    assert np.allclose(reciprocal_gain_pseudo(fit), g)
+    half = stats.t.ppf(0.975, 2) * g.std(ddof=1) / np.sqrt(3)
+    e = asymptote_estimate(fit)
+    assert e.value == pytest.approx(0.5 + 1 / g.mean())
+    assert e.low == pytest.approx(0.5 + 1 / (g.mean() + half))
+    assert e.high == pytest.approx(min(1.0, 0.5 + 1 / (g.mean() - half)))
+    # the reciprocal stretches the interval towards high A, where the fit's ridge runs
+    assert e.high - e.value > e.value - e.low
+
+
+def test_a_interval_whose_reciprocal_gain_reaches_zero_runs_to_the_ceiling():
+    from ablate.report.curves.analysis import asymptote_estimate
+
+    # leave-one-out A's far apart: g's interval reaches 0, so A's has no upper end below 1
+    e = asymptote_estimate(_fit_with_leave_one_out(0.8, [0.7, 0.9, 0.75], 0.5))
+    assert e.high == 1.0 and 0.0 <= e.low < e.value <= 1.0
+    # a single seed has no pseudo-values: no interval, no estimate
+    one = asymptote_estimate(_fit_with_leave_one_out(0.8, [np.nan], 0.5))
+    assert np.isnan(one.value) and np.isnan(one.low)

@@ -231,3 +231,23 @@ def test_fewer_arms_are_withheld_with_more_seeds():
 
     withheld = [coverage(CurveModel(), seeds=n, studies=150)["withheld"] for n in (3, 5, 10)]
     assert withheld[2] <= withheld[1] + 0.05 and withheld[1] <= withheld[0] + 0.05, withheld
+
+
+def test_an_arm_with_no_finished_trial_is_said_so_and_counts_in_no_holm_family(arms, rows):
+    from ablate.report.curves.pooled import PooledFit
+
+    late = analysis.ArmCurves("late", [], PooledFit())
+    with_late = compare.contrasts([*arms.values(), late], "grpo", SPEC)
+    by_arm = {r.arm: r for r in with_late}
+    assert by_arm["late"].untested == "no finished seed in common" and by_arm["late"].slope is None
+    for name, row in rows.items():  # the other arms' adjusted p-values are unchanged
+        assert by_arm[name].p_slope == pytest.approx(row.p_slope, nan_ok=True)
+        assert by_arm[name].p_target == pytest.approx(row.p_target, nan_ok=True)
+    table = section.curves_table([*arms.values(), late], SPEC)
+    cells = table.rows[-1]
+    assert cells["A identified"] == "no: no finished trial yet" and cells["gain per decade"] is None
+    assert set(cells) == set(table.rows[0])  # every column, empty
+    said = section.sentences([*arms.values(), late], with_late)
+    assert "late: no finished trial yet." in said
+    assert "late vs grpo: not compared (no finished seed in common)." in said
+    assert not any("nan" in s for s in said)

@@ -97,6 +97,7 @@ def test_below_three_seeds_no_interval_no_test_and_no_power(data):
     main = formats.to_markdown(headline.main_table(small))
     assert "n=2: too few seeds for an interval" in main and "[" not in main.split("|---|")[1]
     assert "*" not in main.split("|---|")[1]
+    assert "verdict different" not in main  # no legend for a mark no row carries
 
 
 def test_main_table_bolds_and_marks_only_what_is_significant_after_holm(data):
@@ -107,6 +108,7 @@ def test_main_table_bolds_and_marks_only_what_is_significant_after_holm(data):
     assert "**0.100 [" in better and "]** *" in better
     assert "**" not in noise and " *" not in noise
     assert text.count("**") == 2 + 2  # the caption's bold pair and one bold contrast cell
+    assert "* verdict different" in text
     tex = formats.to_latex(main)
     assert tex.count(r"\textbf{") == 1 and "$^*$" in tex
 

@@ -18,8 +18,9 @@ from dataclasses import replace
 
 import numpy as np
 
-from ablate.report.curves.analysis import analyse, arm_curve
+from ablate.report.curves.analysis import ArmCurves, analyse, arm_curve
 from ablate.report.curves.compare import contrasts
+from ablate.report.curves.pooled import PooledFit
 from ablate.report.stats.inference import ALPHA
 from ablate.spec import CurveSpec
 from devtools.calibration.curve_model import CurveModel, seed_curve, truths
@@ -28,10 +29,20 @@ INTERVALS = ("a", "b", "c_mid", "slope", "to_target")
 
 
 def simulate_arm(
-    model: CurveModel, rng: np.random.Generator, name: str, seeds: int, *, checks: str = "none"
+    model: CurveModel,
+    rng: np.random.Generator,
+    name: str,
+    seeds: int,
+    *,
+    checks: str = "none",
+    fit: bool = True,
 ):
+    """One simulated arm as the report analyses it (`fit` False: no pooled fit, for the
+    slope and the compute to the target only)."""
     spec = CurveSpec(warmup=model.warmup, target=model.target)
     fits = [analyse(seed_curve(model, rng, name, s), spec, diagnostics=False) for s in range(seeds)]
+    if not fit:
+        return ArmCurves(name, fits, PooledFit())
     return arm_curve(name, fits, spec, checks=checks)
 
 
@@ -101,8 +112,11 @@ def tables(
     seed_counts: tuple[int, ...] = (3, 5, 10),
     only: str | None = None,
     power: bool = True,
+    null_studies: int | None = None,
 ) -> None:
-    print(f"{studies} studies per row; R0 0.52, 1024 eval samples per point (half their noise")
+    nulls = null_studies or studies
+    print(f"{studies} studies per row ({nulls} pairs of arms for the null marks); R0 0.52,")
+    print("1024 eval samples per point (half their noise")
     print("shared by a trial's evals), AR(1) wander with lag-1 correlation 0.7; the study's")
     print("schedule to 6M tokens; target 0.7. Coverage of the 95% intervals shown (– : none shown)")
     cols = ["scenario", "seeds", "A", "B", "C_mid", "slope", "to 0.7", "A withheld"]
@@ -119,12 +133,37 @@ def tables(
         if only is not None and only not in name:
             continue
         for n in seed_counts:
-            c, z = coverage(model, n, studies), null_marks(model, n, studies)
+            c, z = coverage(model, n, studies), null_marks(model, n, nulls)
             cells = [c[k] for k in INTERVALS] + [c["withheld"], c["A shown and wrong"]]
             cells += [z[k] for k in ("A", "B", "slope", "to_target", "forecast departs")]
             print(f"| {name} | {n} | " + " | ".join(_cell(x) for x in cells) + " |", flush=True)
     if power:
         power_table(studies // 2, only)
+
+
+def reach_nulls(model: CurveModel, seeds: int, studies: int, seed: int = 0) -> dict[str, float]:
+    """The null mark rates of the slope and the compute to the target alone: they need no
+    sigmoid fit, so many more studies fit in the time (Monte-Carlo error 0.007 at 1000)."""
+    rng = np.random.default_rng([seed, seeds, 2])
+    spec = CurveSpec(warmup=model.warmup, target=model.target)
+    marks = {"slope": 0, "to_target": 0}
+    for _ in range(studies):
+        ref, arm = (simulate_arm(model, rng, name, seeds, fit=False) for name in ("ref", "arm"))
+        (row,) = contrasts([ref, arm], "ref", spec)
+        marks["slope"] += row.p_slope < ALPHA
+        marks["to_target"] += row.p_target < ALPHA
+    return {k: v / studies for k, v in marks.items()}
+
+
+def reach_table(studies: int, seed_counts: tuple[int, ...], only: str | None = None) -> None:
+    print(f"\nnull marks of the slope and the compute to 0.7, {studies} pairs of arms per row")
+    print("| scenario | seeds | null: slope | null: to 0.7 |\n|---|---|---|---|")
+    for name, model in SCENARIOS.items():
+        if only is not None and only not in name:
+            continue
+        for n in seed_counts:
+            z = reach_nulls(model, n, studies)
+            print(f"| {name} | {n} | {z['slope']:.3f} | {z['to_target']:.3f} |", flush=True)
 
 
 def power_table(studies: int, only: str | None = None) -> None:
@@ -148,11 +187,24 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m devtools curve-calibration", description=__doc__.splitlines()[0]
     )
-    parser.add_argument("studies", nargs="?", type=int, default=400, help="studies per row")
+    parser.add_argument(
+        "studies", nargs="?", type=int, default=400, help="studies per row (0: no coverage table)"
+    )
     parser.add_argument("scenario", nargs="?", help="only the scenarios whose name contains this")
     parser.add_argument("--seeds", default="3,5,10", help="seed counts, comma-separated")
     parser.add_argument("--no-power", action="store_true", help="skip the power table")
+    parser.add_argument("--null-studies", type=int, help="pairs of arms per null row")
+    parser.add_argument(
+        "--reach-studies",
+        type=int,
+        default=0,
+        help="pairs of arms per row of the slope and "
+        "compute-to-target null table (fits not needed; 0: no table)",
+    )
     args = parser.parse_args(argv)
     counts = tuple(int(x) for x in args.seeds.split(","))
-    tables(args.studies, counts, only=args.scenario, power=not args.no_power)
+    if args.studies:
+        tables(args.studies, counts, args.scenario, not args.no_power, args.null_studies)
+    if args.reach_studies:
+        reach_table(args.reach_studies, counts, args.scenario)
     return 0

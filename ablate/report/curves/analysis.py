@@ -14,7 +14,7 @@ and interval is calibrated on simulated trajectories (`python -m devtools curve-
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
@@ -27,7 +27,7 @@ from ablate.report.curves.check import (
     window_spread,
 )
 from ablate.report.curves.fit import Fit, fit_sigmoid
-from ablate.report.curves.pooled import Points, PooledFit, pooled_fit
+from ablate.report.curves.pooled import Points, PooledFit, pooled_fit, reciprocal_gain_pseudo
 from ablate.report.curves.reach import first_reach, restricted_log, slope_per_decade
 from ablate.report.data.load import StudyData
 from ablate.report.stats import inference
@@ -126,6 +126,19 @@ def exp_estimate(e: inference.Estimate) -> inference.Estimate:
     return inference.Estimate(*(float(np.exp(v)) for v in (e.value, e.low, e.high)), e.n, e.std)
 
 
+def asymptote_estimate(fit: PooledFit) -> inference.Estimate:
+    """A = R̄0 + 1 / g from the t interval of g = 1 / (A − R̄0)'s pseudo-values (`pooled`): an
+    interval of g reaching 0 leaves A unbounded above, so up to the ceiling 1 (and a mean g
+    at or below 0, the pooled A as the estimate)."""
+    g = inference.t_interval(reciprocal_gain_pseudo(fit))
+    if not g.high > 0:  # no seeds to leave out, or an interval with no positive gain in it
+        return inference.Estimate(float("nan"), float("nan"), float("nan"), g.n)
+    value = fit.r0 + 1.0 / g.value if g.value > 0 else float(fit.params[0])
+    high = fit.r0 + 1.0 / g.low if g.low > 0 else 1.0
+    low = fit.r0 + 1.0 / g.high
+    return inference.Estimate(min(value, 1.0), max(low, 0.0), min(high, 1.0), g.n)
+
+
 PARAMS = {"a": 0, "b": 1, "c_mid": 2}  # columns of the pooled fit's (A, ln B, ln C_mid)
 
 
@@ -146,15 +159,15 @@ class ArmCurves:
 
     def estimate(self, name: str) -> inference.Estimate:
         """A, B or C_mid: the jackknife-corrected pooled estimate [95% t interval of the seeds'
-        pseudo-values] (B, C_mid on the log scale, shown back as ratios); A clipped to [0, 1]
-        (a pass rate). NaN throughout where the data do not identify A."""
+        pseudo-values] (B, C_mid on the log scale, A on the reciprocal of its gain: each shown
+        back); A clipped to [0, 1] (a pass rate). NaN throughout where the data do not
+        identify A."""
         n = len(self.pooled.seeds)
         if not self.pooled.identified:
             return inference.Estimate(float("nan"), float("nan"), float("nan"), n)
-        e = inference.t_interval(self.pooled.pseudo[:, PARAMS[name]])
-        if name != "a":
-            return exp_estimate(e)
-        return replace(e, low=max(e.low, 0.0), high=min(e.high, 1.0))
+        if name == "a":
+            return asymptote_estimate(self.pooled)
+        return exp_estimate(inference.t_interval(self.pooled.pseudo[:, PARAMS[name]]))
 
     def slope(self) -> inference.Estimate:
         slopes = np.array([t.slope for t in self.fits])

@@ -65,6 +65,8 @@ def _untested(arm: ArmCurves, ref: ArmCurves, seeds: list[int]) -> str:
 def _pair(arm: ArmCurves, ref: ArmCurves, spec: CurveSpec) -> tuple[CurveContrast, tuple]:
     mine, theirs = _by_seed(arm), _by_seed(ref)
     seeds = sorted(set(mine) & set(theirs))
+    if not seeds:  # an arm (or the reference) with no finished trial yet
+        return CurveContrast(arm.arm, ref.arm, "no finished seed in common", reached="–"), ()
     slope = inference.paired_contrast(
         np.array([mine[s].slope for s in seeds]), np.array([theirs[s].slope for s in seeds])
     )
@@ -97,9 +99,10 @@ def contrasts(arms: list[ArmCurves], reference: str, spec: CurveSpec) -> list[Cu
     pairs = [_pair(a, ref, spec) for a in arms if a.arm != reference]
     rows, pseudo = [p[0] for p in pairs], [p[1] for p in pairs]
     everyone = list(range(len(rows)))
-    _holm(rows, everyone, lambda r: r.slope.p_value, "p_slope")
+    paired = [i for i in everyone if rows[i].slope is not None]
+    _holm(rows, paired, lambda r: r.slope.p_value, "p_slope")
     if spec.target is not None:
-        _holm(rows, everyone, lambda r: r.p_target, "p_target")
+        _holm(rows, paired, lambda r: r.p_target, "p_target")
     _holm(rows, [i for i in everyone if pseudo[i]], lambda r: r.delta_a.p_value, "p_a")
     on_b = [i for i in everyone if pseudo[i] and not rows[i].a_differs]
     for i in on_b:

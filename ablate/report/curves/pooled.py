@@ -11,20 +11,18 @@ gives pseudo-values nθ − (n − 1)θ₍₋ₛ₎, one per seed, independent a
 bias-corrected estimate and their t interval the jackknife interval (Quenouille–Tukey). A
 contrast pairs two arms' pseudo-values by seed.
 
-A is reported only when the data identify it (`unidentified` says why not, once per arm):
-- the pooled fit's A reaches the ceiling: the curves have not levelled off;
-- the pooled fit's midpoint is not bracketed by the observed compute with MARGIN to spare on
-  each side: a curve seen only up to (or just past) its midpoint fits a low A with an early
-  midpoint as well as the true one, and the fit takes the low one (simulated:
-  `python -m devtools curve-calibration`; a margin of 2 still showed a wrong A in 14-16% of
-  studies observed to half their midpoint, 3 in at most 2%);
-- B at the edge of its range (a step, or no bend).
+A's interval is the jackknife's on 1 / (A − R̄0), the reciprocal of the gain (R̄0 the seeds'
+mean R0), mapped back. The fitted A slides along a ridge with C_mid: where the bend is
+uncertain, its sampling distribution has a long tail towards high A, and a symmetric interval
+on A itself misses on that side. On simulated trajectories (`python -m devtools
+curve-calibration`), A's interval on A itself covered 0.90 at twice the
+study's wander (5 seeds) and 0.82 near the ceiling; on the reciprocal 0.94 and 0.87-0.90.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 from scipy import optimize
@@ -93,8 +91,9 @@ def _refine(curves: list[Points], grid, total: np.ndarray) -> np.ndarray:
 @dataclass(frozen=True)
 class PooledFit:
     """An arm's pooled sigmoid: `params` = (A, ln B, ln C_mid) on all seeds, `pseudo` the
-    seeds' jackknife pseudo-values [seeds, 3] (NaN rows below 2 seeds), why A is not
-    identified (empty: it is), and the compute the seeds were observed over."""
+    seeds' jackknife pseudo-values [seeds, 3] (NaN rows below 2 seeds) and `loo` the
+    leave-one-seed-out fits they come from, why A is not identified (empty: it is), the compute
+    the seeds were observed over and their mean R0."""
 
     seeds: tuple[int, ...] = ()
     params: np.ndarray = field(default_factory=lambda: np.full(3, np.nan))
@@ -102,6 +101,8 @@ class PooledFit:
     unidentified: str = "no seed to fit"
     first: float = float("nan")
     last: float = float("nan")
+    loo: np.ndarray = field(default_factory=lambda: np.zeros((0, 3)))
+    r0: float = float("nan")
 
     @property
     def identified(self) -> bool:
@@ -128,14 +129,21 @@ def pooled_fit(by_seed: Mapping[int, Points], *, jackknife: bool = True) -> Pool
     total = sum(grids)
     params = _refine(curves, grid, total)
     n = len(curves)
-    pseudo = np.full((n, 3), np.nan)
+    loo = np.full((n, 3), np.nan)
     if n >= 2 and jackknife:
         for s in range(n):
             keep = [q for q in range(n) if q != s]
-            loo = _refine([curves[q] for q in keep], grid, total - grids[s])
-            pseudo[s] = n * params - (n - 1) * loo
-    fit = PooledFit(seeds, params, pseudo, "", first, last)
-    return PooledFit(seeds, params, pseudo, unidentified(fit), first, last)
+            loo[s] = _refine([curves[q] for q in keep], grid, total - grids[s])
+    r0 = float(np.mean([r0 for _, _, r0 in curves]))
+    fit = PooledFit(seeds, params, n * params - (n - 1) * loo, "", first, last, loo, r0)
+    return replace(fit, unidentified=unidentified(fit))
+
+
+def reciprocal_gain_pseudo(fit: PooledFit) -> np.ndarray:
+    """The seeds' jackknife pseudo-values of 1 / (A − R̄0) [seeds]: A exceeds every seed's R0
+    (the fit's floor), so the reciprocal is finite."""
+    n = len(fit.seeds)
+    return n / (fit.params[0] - fit.r0) - (n - 1) / (fit.loo[:, 0] - fit.r0)
 
 
 def unidentified(fit: PooledFit) -> str:

@@ -28,11 +28,15 @@ def _reasons(arm: ArmCurves) -> str:
 
 def _target_cells(arm: ArmCurves, spec: CurveSpec) -> dict[str, object]:
     k, n = arm.reached()
+    if not n:
+        return {f"reached {spec.target:g}": "–", f"compute to {spec.target:g}": "–"}
     cell = arm.to_target() if k else f"not reached by {arm.budget:,.3g}"
     return {f"reached {spec.target:g}": f"{k}/{n}", f"compute to {spec.target:g}": cell}
 
 
 def _row(arm: ArmCurves, spec: CurveSpec) -> dict[str, object]:
+    if not arm.fits:
+        return {"arm": arm.arm, "seeds": 0, "A identified": "no: no finished trial yet"}
     power = [t.power for t in arm.fits if t.power is not None and not t.power.reason]
     row: dict[str, object] = {
         "arm": arm.arm,
@@ -71,22 +75,25 @@ def curves_table(arms: list[ArmCurves], spec: CurveSpec) -> Table:
         "+ (A − R0) / (1 + (C_mid / C)^B), R0 = each seed's eval before training), fitted once "
         f"per arm to every seed's evals after a warm-up of {spec.warmup:,.0f} (one A, B, C_mid; "
         "grid start, then least squares). A, B, C_mid: the jackknife-corrected estimate [95% t "
-        "interval of the seeds' leave-one-out pseudo-values] (B, C_mid on the log scale), shown "
-        "only where the data identify A: the pooled A below the ceiling 1 and its midpoint at "
-        "least 3× inside the observed compute on both sides (else the reason). Gain per decade: "
-        "the least-squares slope of pass@1 on log10 compute, mean over seeds [95% t]. Reached: "
+        "interval of the seeds' leave-one-out pseudo-values] (B, C_mid on the log scale, A on "
+        "the reciprocal of its gain 1 / (A − mean R0): each mapped back), shown only where the "
+        "data identify A: the pooled A below the ceiling 1 and its midpoint at least 3× inside "
+        "the observed compute on both sides (else the reason). Gain per decade: the "
+        "least-squares slope of pass@1 on log10 compute, mean over seeds [95% t]. Reached: "
         "seeds whose isotonic fit of pass@1 reaches the target within the compute every seed "
         "had; compute to the target: read inside the observed compute (never extrapolated), a "
         "seed that did not reach it counted at that budget (restricted geometric mean [95% t "
-        "interval of the mean restricted log]: a lower bound when a seed did not). Power-law A at "
-        "1: seeds whose R = A − D·C^(−B) finds no asymptote. Window ΔA: the largest change of "
-        "the pooled A when the warm-up is halved or doubled or the last quarter of the compute "
-        "dropped (only where A is identified). Forecast: the arm's fit on the first half of the "
-        "compute against each seed's second half, mean signed error over seeds [95% t]; departs "
-        "= the interval excludes 0. Seeds refused a fit of their own: a single seed's curve "
-        "that falls or shows no rise, with the reason."
+        "interval of the mean restricted log]: a lower bound when a seed did not). Power-law A "
+        "at 1: seeds whose R = A − D·C^(−B) finds no asymptote. Window ΔA: the largest change "
+        "of the pooled A when the warm-up is halved or doubled or the last quarter of the "
+        "compute dropped (only where A is identified). Forecast: the arm's fit on the first "
+        "half of the compute against each seed's second half, mean signed error over seeds [95%"
+        " t]; departs = the interval excludes 0. Seeds refused a fit of their own: a single "
+        "seed's curve that falls or shows no rise, with the reason."
     )
-    return Table(caption, [_row(a, spec) for a in arms])
+    rows = [_row(a, spec) for a in arms]
+    columns = list(dict.fromkeys(k for r in rows for k in r))  # an arm with no trial: empty cells
+    return Table(caption, [{k: r.get(k) for k in columns} for r in rows])
 
 
 def _verdict(c: CurveContrast) -> str:
@@ -140,6 +147,8 @@ def _f(e: inference.Estimate, digits: int = 3) -> str:
 
 
 def _arm_sentence(arm: ArmCurves) -> str:
+    if not arm.fits:
+        return f"{arm.arm}: no finished trial yet."
     slope = f"gains {_f(arm.slope())} pass@1 per tenfold compute"
     if not arm.pooled.identified:
         return f"{arm.arm}: {slope}; A not reported ({arm.pooled.unidentified})."
@@ -153,6 +162,9 @@ def sentences(arms: list[ArmCurves], rows: list[CurveContrast]) -> list[str]:
     """Only what the tables mark: a difference is named where its Holm p < 0.05."""
     out = [_arm_sentence(a) for a in arms]
     for c in rows:
+        if c.slope is None:
+            out.append(f"{c.arm} vs {c.reference}: not compared ({c.untested}).")
+            continue
         out.append(f"{c.arm} vs {c.reference}: {_verdict(c)}{_marked(c)}.")
     return out
 

@@ -69,8 +69,13 @@ def _cells(table: Table, row: dict, latex: bool) -> list[str]:
     return out
 
 
+def _used_marks(table: Table) -> dict[str, str]:
+    """The table's marks, if any row carries one (no legend for a mark nothing shows)."""
+    return table.marks if any(row.get(SIGNIFICANT) for row in table.rows) else {}
+
+
 def _notes(table: Table) -> list[str]:
-    notes = [f"{k} {v}" for k, v in table.marks.items()]
+    notes = [f"{k} {v}" for k, v in _used_marks(table).items()]
     if table.compact:
         notes.append(f"(n=k): only k < {MIN_SEEDS} seeds, too few for an interval: a mean only")
     return notes
@@ -107,7 +112,8 @@ def to_latex(table: Table) -> str:
     if not table.rows:  # still a valid tabular: one column saying so
         table = Table(table.caption, [{"(none)": "no rows"}], name=table.name)
     cells = [_cells(table, row, latex=True) for row in table.rows]
-    notes = list(table.marks.items()) + [("", n) for n in _notes(table)[len(table.marks) :]]
+    marks = _used_marks(table)
+    notes = list(marks.items()) + [("", n) for n in _notes(table)[len(marks) :]]
     bold = [bool(row.get(SIGNIFICANT)) for row in table.rows]
     return tex.table_tex(
         table.name, table.columns, cells, table.caption, notes, table.contrast_column, bold
