@@ -55,8 +55,11 @@ def test_the_midpoint_must_lie_margin_times_inside_the_observed_compute():
     assert inside.identified, inside.unidentified
     late = pooled_fit({0: (C, sigmoid(C, 0.85, 1.2, 6e6 / (MARGIN * 0.7), 0.52), 0.52)})
     assert "midpoint is not bracketed" in late.unidentified
+    # a rise before the evals, then a plateau: A is identified, the shape (B, C_mid) is not
     early = pooled_fit({0: (C, sigmoid(C, 0.85, 3.0, 6e4 * MARGIN * 0.7, 0.52), 0.52)})
-    assert "within 3× of the first fitted eval" in early.unidentified
+    assert early.identified and early.params[0] == pytest.approx(0.85, abs=1e-3)
+    assert "within 3× of the first fitted eval" in early.shape_unidentified
+    assert inside.shape_unidentified == "" and late.shape_unidentified == late.unidentified
 
 
 def _fit_with_leave_one_out(a: float, loo_a: list[float], r0: float):

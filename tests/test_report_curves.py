@@ -251,3 +251,23 @@ def test_an_arm_with_no_finished_trial_is_said_so_and_counts_in_no_holm_family(a
     assert "late: no finished trial yet." in said
     assert "late vs grpo: not compared (no finished seed in common)." in said
     assert not any("nan" in s for s in said)
+
+
+def test_a_curve_that_rose_before_its_first_eval_reports_a_but_not_its_shape():
+    """A plateau seen for a decade and a half identifies A; a midpoint before the first
+    fitted eval does not identify B or C_mid, so they are neither shown nor compared."""
+    from devtools.calibration.curve_calibration import simulate_arm
+
+    early = CurveModel(a=0.7, b=2.0, c_mid=1e5, target=0.65, **QUIET)
+    rng = np.random.default_rng(3)
+    ref, arm = (simulate_arm(early, rng, name, 3) for name in ("ref", "arm"))
+    assert ref.pooled.identified and "first fitted eval" in ref.pooled.shape_unidentified
+    a = ref.estimate("a")
+    assert a.low <= 0.7 <= a.high and a.high - a.low < 0.05
+    assert np.isnan(ref.estimate("b").value) and np.isnan(ref.estimate("c_mid").low)
+    spec = CurveSpec(warmup=early.warmup, target=early.target)
+    (row,) = compare.contrasts([ref, arm], "ref", spec)
+    assert row.delta_a is not None and row.b_ratio is None
+    assert section._verdict(row) == "A: no difference detected; B not comparable"
+    cell = section.curves_table([ref], spec).rows[0]["A identified"]
+    assert cell.startswith("yes; B, C_mid not: the midpoint is not bracketed")

@@ -92,7 +92,8 @@ def null_marks(
 
 #: the README's rows: ScaleRL's seed spread with realistic trajectory noise; twice the wander;
 #: curves like studies/compute_curves.py's (still rising towards an A near the ceiling); curves
-#: observed only up to half their midpoint
+#: observed only up to half their midpoint; curves that rose before their first fitted eval and
+#: levelled off (A identified, B and C_mid not)
 SCENARIOS = {
     "A 0.85, wander SD 0.015": CurveModel(),
     "A 0.85, wander SD 0.03": CurveModel(wander_sd=0.03),
@@ -100,6 +101,7 @@ SCENARIOS = {
         a=0.99, b=0.9, c_mid=2_200_000.0, a_sd=0.005
     ),
     "seen to half the midpoint: C_mid 12M": CurveModel(c_mid=12_000_000.0),
+    "rose before the first eval: A 0.7, C_mid 100k": CurveModel(a=0.7, b=2.0, c_mid=100_000.0),
 }
 
 

@@ -161,12 +161,14 @@ class ArmCurves:
         """A, B or C_mid: the jackknife-corrected pooled estimate [95% t interval of the seeds'
         pseudo-values] (B, C_mid on the log scale, A on the reciprocal of its gain: each shown
         back); A clipped to [0, 1] (a pass rate). NaN throughout where the data do not
-        identify A."""
+        identify A, and for B and C_mid where they do not identify the shape."""
         n = len(self.pooled.seeds)
         if not self.pooled.identified:
             return inference.Estimate(float("nan"), float("nan"), float("nan"), n)
         if name == "a":
             return asymptote_estimate(self.pooled)
+        if self.pooled.shape_unidentified:
+            return inference.Estimate(float("nan"), float("nan"), float("nan"), n)
         return exp_estimate(inference.t_interval(self.pooled.pseudo[:, PARAMS[name]]))
 
     def slope(self) -> inference.Estimate:

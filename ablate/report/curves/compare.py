@@ -104,7 +104,12 @@ def contrasts(arms: list[ArmCurves], reference: str, spec: CurveSpec) -> list[Cu
     if spec.target is not None:
         _holm(rows, paired, lambda r: r.p_target, "p_target")
     _holm(rows, [i for i in everyone if pseudo[i]], lambda r: r.delta_a.p_value, "p_a")
-    on_b = [i for i in everyone if pseudo[i] and not rows[i].a_differs]
+    shaped = {a.arm for a in arms if not a.pooled.shape_unidentified}
+    on_b = [
+        i
+        for i in everyone
+        if pseudo[i] and not rows[i].a_differs and {rows[i].arm, reference} <= shaped
+    ]
     for i in on_b:
         b = inference.paired_contrast(pseudo[i][0][:, 1], pseudo[i][1][:, 1])
         rows[i] = replace(rows[i], b_ratio=exp_estimate(b.diff), p_b=b.p_value)

@@ -103,6 +103,7 @@ class PooledFit:
     last: float = float("nan")
     loo: np.ndarray = field(default_factory=lambda: np.zeros((0, 3)))
     r0: float = float("nan")
+    shape_unidentified: str = "no seed to fit"  # why B and C_mid are not (empty: they are)
 
     @property
     def identified(self) -> bool:
@@ -136,7 +137,8 @@ def pooled_fit(by_seed: Mapping[int, Points], *, jackknife: bool = True) -> Pool
             loo[s] = _refine([curves[q] for q in keep], grid, total - grids[s])
     r0 = float(np.mean([r0 for _, _, r0 in curves]))
     fit = PooledFit(seeds, params, n * params - (n - 1) * loo, "", first, last, loo, r0)
-    return replace(fit, unidentified=unidentified(fit))
+    why = unidentified(fit)
+    return replace(fit, unidentified=why, shape_unidentified=why or shape_unidentified(fit))
 
 
 def reciprocal_gain_pseudo(fit: PooledFit) -> np.ndarray:
@@ -147,7 +149,8 @@ def reciprocal_gain_pseudo(fit: PooledFit) -> np.ndarray:
 
 
 def unidentified(fit: PooledFit) -> str:
-    """Why the data do not identify the arm's A (empty when they do)."""
+    """Why the data do not identify the arm's A (empty when they do): it needs the curve seen
+    levelling off, so a midpoint well inside the last compute and a bend."""
     a, log_b, log_c_mid = fit.params
     c_mid = float(np.exp(log_c_mid))
     if a >= 1.0 - A_STEP:
@@ -157,11 +160,18 @@ def unidentified(fit: PooledFit) -> str:
             f"the midpoint is not bracketed: C_mid ≈ {c_mid:,.3g} and the compute ends at "
             f"{fit.last:,.3g}, under {MARGIN:g}× the midpoint"
         )
+    if not np.log(B_RANGE[0]) + 0.01 < log_b < np.log(B_RANGE[1]) - 0.01:
+        return "B at the edge of its range: the curve is a step or has not bent"
+    return ""
+
+
+def shape_unidentified(fit: PooledFit) -> str:
+    """Why B and C_mid are not identified although A is (empty when they are): a curve that
+    rose before its first fitted eval and then levelled off shows its plateau, not its shape."""
+    c_mid = float(np.exp(fit.params[2]))
     if c_mid < MARGIN * fit.first:
         return (
             f"the midpoint is not bracketed: C_mid ≈ {c_mid:,.3g} lies within {MARGIN:g}× of "
             f"the first fitted eval ({fit.first:,.3g})"
         )
-    if not np.log(B_RANGE[0]) + 0.01 < log_b < np.log(B_RANGE[1]) - 0.01:
-        return "B at the edge of its range: the curve is a step or has not bent"
     return ""

@@ -34,6 +34,13 @@ def _target_cells(arm: ArmCurves, spec: CurveSpec) -> dict[str, object]:
     return {f"reached {spec.target:g}": f"{k}/{n}", f"compute to {spec.target:g}": cell}
 
 
+def _identified_cell(arm: ArmCurves) -> str:
+    p = arm.pooled
+    if not p.identified:
+        return f"no: {p.unidentified}"
+    return f"yes; B, C_mid not: {p.shape_unidentified}" if p.shape_unidentified else "yes"
+
+
 def _row(arm: ArmCurves, spec: CurveSpec) -> dict[str, object]:
     if not arm.fits:
         return {"arm": arm.arm, "seeds": 0, "A identified": "no: no finished trial yet"}
@@ -41,7 +48,7 @@ def _row(arm: ArmCurves, spec: CurveSpec) -> dict[str, object]:
     row: dict[str, object] = {
         "arm": arm.arm,
         "seeds": len(arm.fits),
-        "A identified": "yes" if arm.pooled.identified else f"no: {arm.pooled.unidentified}",
+        "A identified": _identified_cell(arm),
         "R0": inference.t_interval(np.array([t.curve.r0 for t in arm.fits])),
         "A": arm.estimate("a"),
         "B": arm.estimate("b"),
@@ -77,8 +84,9 @@ def curves_table(arms: list[ArmCurves], spec: CurveSpec) -> Table:
         "grid start, then least squares). A, B, C_mid: the jackknife-corrected estimate [95% t "
         "interval of the seeds' leave-one-out pseudo-values] (B, C_mid on the log scale, A on "
         "the reciprocal of its gain 1 / (A − mean R0): each mapped back), shown only where the "
-        "data identify A: the pooled A below the ceiling 1 and its midpoint at least 3× inside "
-        "the observed compute on both sides (else the reason). Gain per decade: the "
+        "data identify A: the pooled A below the ceiling 1, its midpoint at least 3× inside the "
+        "last compute and B inside its range; B and C_mid only where the midpoint also lies 3× "
+        "past the first fitted eval (else the reason). Gain per decade: the "
         "least-squares slope of pass@1 on log10 compute, mean over seeds [95% t]. Reached: "
         "seeds whose isotonic fit of pass@1 reaches the target within the compute every seed "
         "had; compute to the target: read inside the observed compute (never extrapolated), a "
@@ -152,10 +160,11 @@ def _arm_sentence(arm: ArmCurves) -> str:
     slope = f"gains {_f(arm.slope())} pass@1 per tenfold compute"
     if not arm.pooled.identified:
         return f"{arm.arm}: {slope}; A not reported ({arm.pooled.unidentified})."
-    return (
-        f"{arm.arm}: A = {_f(arm.estimate('a'))}, B = {_f(arm.estimate('b'))}, C_mid = "
-        f"{_f(arm.estimate('c_mid'))}; {slope}."
-    )
+    if arm.pooled.shape_unidentified:
+        shape = f"B and C_mid not reported ({arm.pooled.shape_unidentified})"
+    else:
+        shape = f"B = {_f(arm.estimate('b'))}, C_mid = {_f(arm.estimate('c_mid'))}"
+    return f"{arm.arm}: A = {_f(arm.estimate('a'))}, {shape}; {slope}."
 
 
 def sentences(arms: list[ArmCurves], rows: list[CurveContrast]) -> list[str]:
