@@ -193,3 +193,14 @@ def test_window_spread_is_small_for_clean_curves_and_nan_when_a_is_not_identifie
     rng = np.random.default_rng(0)
     flat = {s: (c, 0.55 + rng.normal(0, 0.015, len(c)), 0.52) for s in range(3)}
     assert np.isnan(window_spread(flat, 50_000.0))
+
+
+def test_the_arm_forecast_gives_no_verdict_when_a_leave_one_out_half_is_not_identified():
+    """One seed rises and levels off, the other stays flat: together the first half identifies
+    the curve, the flat seed alone does not, so the jackknife has no interval and the check
+    says so instead of "holds" with an interval of NaN."""
+    c = STUDY_SCHEDULE[STUDY_SCHEDULE > 50_000]
+    flat = 0.52 + np.random.default_rng(0).normal(0, 0.005, len(c))
+    f = arm_forecast({0: (c, sigmoid(c, 0.85, 2.0, 3e5, 0.52), 0.52), 1: (c, flat, 0.52)})
+    assert f.error is None and not f.departs
+    assert f.reason == "the first half without one of the seeds does not identify the curve"

@@ -108,6 +108,10 @@ def arm_forecast(by_seed: Mapping[int, Points], split: float = 0.5) -> Forecast:
         )
     n, full = len(seeds), float(np.mean(errors))
     loo = [_mean(_errors(by_seed, [q for q in seeds if q != s], cut)) for s in seeds]
+    if n >= 2 and not np.all(np.isfinite(loo)):  # no interval, so no verdict either
+        return Forecast(
+            reason="the first half without one of the seeds does not identify the curve"
+        )
     pseudo = np.array([n * full - (n - 1) * x for x in loo]) if n >= 2 else np.array([])
     rmse = float(np.sqrt(np.mean(errors**2)))
     return Forecast(inference.t_interval(pseudo), rmse)
