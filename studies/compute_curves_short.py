@@ -3,7 +3,8 @@
 curve report must not overclaim on (the pooled fit of the full study's GRPO arm at 6M finds it
 still not levelled off). The README's 1.2M curve tables come from it: `ablate run
 studies/compute_curves_short.py --workers 3` (70 min on 2 shared cores; the full study's GRPO
-arm alone took 117 min per trial, 3 in parallel, so all three arms take about 6 h here).
+trials took 117 min each, 3 in parallel beside other jobs, and its Dr. GRPO trials 0.6 s/step
+with `--workers 2` on a quiet machine: about 2-2.5 h for all nine).
 """
 
 from dataclasses import replace
