@@ -162,13 +162,13 @@ class ArmCurves:
         pseudo-values] (B, C_mid on the log scale, A on the reciprocal of its gain: each shown
         back); A clipped to [0, 1] (a pass rate). NaN throughout where the data do not
         identify A, and for B and C_mid where they do not identify the shape."""
-        n = len(self.pooled.seeds)
-        if not self.pooled.identified:
+        # shape_unidentified repeats `unidentified` where A is not identified either
+        why = self.pooled.unidentified if name == "a" else self.pooled.shape_unidentified
+        if why:
+            n = len(self.pooled.seeds)
             return inference.Estimate(float("nan"), float("nan"), float("nan"), n)
         if name == "a":
             return asymptote_estimate(self.pooled)
-        if self.pooled.shape_unidentified:
-            return inference.Estimate(float("nan"), float("nan"), float("nan"), n)
         return exp_estimate(inference.t_interval(self.pooled.pseudo[:, PARAMS[name]]))
 
     def slope(self) -> inference.Estimate:
