@@ -50,6 +50,10 @@ TOOLS: dict[str, Tool] = {
         "devtools.architecture",
         "the package's floors: import circles, imports that reach up, modules over 400 lines",
     ),
+    "kernel-matrix": Tool(
+        "devtools.kernel_matrix",
+        "the test suite under the float kernels of other CPUs (torch, OpenBLAS, numpy dispatch)",
+    ),
     "arithmetic-subsets": Tool(
         "devtools.arithmetic_subsets",
         "rewrite ablate/tasks/data/arithmetic_subsets.json (the easy and hard problems)",

@@ -24,7 +24,7 @@ from ablate.report.stats import inference
 from devtools.__main__ import main
 from devtools.calibration import task_calibration as tc
 from devtools.calibration.simulate import normal_nodes
-from devtools.calibration.task_level import TaskModel, simulate_task, task_mean
+from devtools.calibration.task_level import TaskModel, simulate_task, task_mean, task_truth
 
 Y = np.array([[0.50, 0.25, 0.75, 1.00], [0.25, 0.00, 0.75, 0.50], [0.75, 0.50, 1.00, 1.00]])
 
@@ -129,7 +129,20 @@ def test_task_truths_match_the_simulated_means_and_the_requested_effects():
     se = runs.std(axis=0, ddof=1) / np.sqrt(len(runs))
     assert np.all(np.abs(runs.mean(axis=0) - s.truth) < 3 * se)
     assert np.all(np.abs(s.fixed.mean(axis=0) - s.truth) < 3 * se)
-    assert s.shift[2] != 0  # τ > 0 at effect 0 moves the logit to keep the task truth
+
+
+def test_an_interaction_at_effect_0_shifts_the_logit_only_off_the_symmetric_centre():
+    # Below 0.5 an arm x problem spread pulls expit's mean towards 0.5 (up), so keeping the task
+    # truth needs a negative shift; at 0.5 the problem distribution is symmetric about logit 0 and
+    # the exact root is 0 (the solver's answer is 0 up to its tolerance, whatever the CPU).
+    low = TaskModel(seeds=4, interaction=1.0, base_pass=0.3, effects=(0.0, 0.0, 0.0, 0.0))
+    shift, truth = task_truth(low, low.sigma)
+    assert np.all(shift[1:] < -0.01) and shift[0] == 0
+    kept = task_mean(low, shift[2], low.interaction, low.sigma)
+    assert kept == pytest.approx(truth[0], abs=1e-9)
+    assert task_mean(low, 0.0, low.interaction, low.sigma) > truth[0] + 1e-3  # unshifted: drifts
+    centre = TaskModel(seeds=4, interaction=1.0, effects=(0.0, 0.0, 0.0, 0.0))
+    assert np.abs(task_truth(centre, centre.sigma)[0]) == pytest.approx(np.zeros(4), abs=1e-9)
 
 
 def test_seed_sd_is_the_spread_of_a_seeds_pass_rate_on_the_whole_task():

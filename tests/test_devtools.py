@@ -35,7 +35,7 @@ def test_help_lists_every_tool_with_one_line():
     listed = _listed(done.stdout)
     assert list(listed) == list(TOOLS)
     wanted = {"bench", "gpu-check", "calibrate", "curve-calibration", "preset-reach"}
-    wanted |= {"profile-step", "verl-parity", "architecture", "arithmetic-subsets"}
+    wanted |= {"profile-step", "verl-parity", "architecture", "arithmetic-subsets", "kernel-matrix"}
     assert set(listed) == wanted
     assert all(len(summary) > 20 for summary in listed.values())
 

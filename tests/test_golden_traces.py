@@ -9,7 +9,8 @@ the traces again and says why in its commit:
 Bit-for-bit holds on one machine type with one torch build and one thread: CPU float kernels
 differ between CPUs (see the zoo notes in the README). So traces are stored per platform
 (`platform_key`: torch build, its CPU dispatch level and a hash of the CPU's model and flags).
-On a recorded platform the check is exact; on another one every metric must stay within
+Where this platform recorded the preset the check is exact; elsewhere (another platform, or a
+preset recorded only on other platforms) every metric must stay within
 `CROSS_PLATFORM_RTOL` of a recorded platform's trace (measured: the two platforms recorded so far
 differ by at most 6e-5 relative on continuous metrics and by one token's share on the value
 clip fraction), which still catches any change of behaviour larger than kernel noise."""
@@ -115,22 +116,37 @@ def _differences(got: list, expected: list, rtol: float) -> list[str]:
     return out
 
 
+def references(platforms: dict[str, dict], key: str, name: str) -> tuple[dict[str, list], float]:
+    """({platform: trace}, rtol) that `name`'s trace on platform `key` is checked against: this
+    platform's own, bit for bit, when it recorded the preset; else every platform that did, within
+    the cross-platform tolerance (a platform recorded before the preset existed has none)."""
+    if name in platforms.get(key, {}):
+        return {key: platforms[key][name]}, 0.0
+    return {k: t[name] for k, t in platforms.items() if name in t}, CROSS_PLATFORM_RTOL
+
+
 @pytest.mark.parametrize("name", PRESETS)
 def test_preset_reproduces_its_golden_trace(name, platforms):
     got = trace(name)
-    if platform_key() in platforms:
-        changed = _differences(got, platforms[platform_key()][name], rtol=0)
-        assert not changed, f"{name}, bit for bit on {platform_key()}: {changed}"
-        return
-    per_platform = {
-        key: _differences(got, traces[name], CROSS_PLATFORM_RTOL)
-        for key, traces in platforms.items()
-        if name in traces  # presets added later are recorded on the platforms of that time
-    }
+    expected, rtol = references(platforms, platform_key(), name)
+    assert expected, f"{name} has no golden trace on any platform (record it)"
+    per_platform = {k: _differences(got, t, rtol) for k, t in expected.items()}
     assert any(not d for d in per_platform.values()), (
-        f"{name} on an unrecorded platform ({platform_key()}) is further than "
-        f"{CROSS_PLATFORM_RTOL} from every recorded one: {per_platform}"
+        f"{name} on {platform_key()}: "
+        + ("bit for bit" if rtol == 0 else f"further than {rtol} from every recorded platform")
+        + f": {per_platform}"
     )
+
+
+def test_a_preset_this_platform_never_recorded_is_checked_against_the_platforms_that_did():
+    platforms = {"here": {"grpo": ["g"]}, "there": {"grpo": ["g2"], "new": ["n"]}, "old": {}}
+    assert references(platforms, "here", "grpo") == ({"here": ["g"]}, 0.0)
+    assert references(platforms, "here", "new") == ({"there": ["n"]}, CROSS_PLATFORM_RTOL)
+    assert references(platforms, "elsewhere", "grpo") == (
+        {"here": ["g"], "there": ["g2"]},
+        CROSS_PLATFORM_RTOL,
+    )
+    assert references(platforms, "here", "missing") == ({}, CROSS_PLATFORM_RTOL)
 
 
 def test_differences_sees_one_bit_and_respects_the_tolerance():
