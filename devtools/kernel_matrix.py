@@ -71,9 +71,11 @@ def kernel_env(kernels: KernelSet, base: dict[str, str]) -> dict[str, str]:
         env["ATEN_CPU_CAPABILITY"] = kernels.torch
     if kernels.openblas:
         env["OPENBLAS_CORETYPE"] = kernels.openblas
+    if kernels.numpy_up_to is None:
+        return env
     off = numpy_disabled(kernels.numpy_up_to, list(__cpu_dispatch__), dict(__cpu_features__))
-    if off:
-        already = base.get("NPY_DISABLE_CPU_FEATURES", "").replace(",", " ").split()
+    already = base.get("NPY_DISABLE_CPU_FEATURES", "").replace(",", " ").split()
+    if off or already:
         env["NPY_DISABLE_CPU_FEATURES"] = " ".join(dict.fromkeys([*already, *off]))
     return env
 
