@@ -13,13 +13,13 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from ablate.algorithms import Algorithm
-from ablate.errors import AblateError, ConfigError, StudyError
-from ablate.presets import baseline, baseline_names
+from ablate.base.errors import AblateError, ConfigError, StudyError
+from ablate.factors.algorithms import Algorithm
+from ablate.factors.presets import baseline, baseline_names
 
 if TYPE_CHECKING:  # for type checkers and IDEs; at run time they load lazily (__getattr__)
-    from ablate.finding import Finding
-    from ablate.study import (
+    from ablate.factors.finding import Finding
+    from ablate.study.study import (
         Budget,
         Cells,
         CurveSpec,
@@ -38,7 +38,7 @@ __version__ = "0.1.0"
 
 #: Public names loaded on first use -> the module that defines them.
 _LAZY = {
-    name: "ablate.study"
+    name: "ablate.study.study"
     for name in (
         "Budget",
         "Cells",
@@ -53,7 +53,7 @@ _LAZY = {
         "one_at_a_time",
         "path",
     )
-} | {"Finding": "ablate.finding"}
+} | {"Finding": "ablate.factors.finding"}
 
 __all__ = [
     "AblateError",

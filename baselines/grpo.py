@@ -1,6 +1,6 @@
 """Vanilla GRPO — Shao et al. 2024, "DeepSeekMath" (arXiv 2402.03300)."""
 
-from ablate.algorithms import Algorithm
+from ablate.factors.algorithms import Algorithm
 
 ALGORITHM = Algorithm(
     baseline="group_mean",  # DeepSeekMath §4.1.2 (outcome supervision): A = (r - mean r) / std r

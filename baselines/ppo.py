@@ -5,9 +5,9 @@ values (per-token KL in the reward, value clipping, whitening, loss aggregation)
 of the reference implementation TRL `trl.experimental.ppo` (PPOConfig), which follows
 InstructGPT / "Fine-Tuning Language Models from Human Preferences" (Ziegler et al. 2019).
 
-The critic is a value head on the policy's hidden states (see `ablate/critic.py` for why)."""
+The critic is a value head on the policy's hidden states (`ablate/factors/critic.py` says why)."""
 
-from ablate.algorithms import Algorithm
+from ablate.factors.algorithms import Algorithm
 
 ALGORITHM = Algorithm(
     advantage="gae",  # PPO §5 Eq. 11-12: truncated GAE advantages from a learned V (GAE §3)

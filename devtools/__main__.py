@@ -69,7 +69,7 @@ def usage() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from ablate.errors import AblateError
+    from ablate.base.errors import AblateError
 
     argv = sys.argv[1:] if argv is None else list(argv)
     if not argv or argv[0] in ("-h", "--help"):

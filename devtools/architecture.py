@@ -1,18 +1,20 @@
-"""The package's layout, checked: every module of `ablate` on a floor, imports only downward
-(module level, inside functions and under `if TYPE_CHECKING:` alike), no import circles, no
-module over the line cap. `python -m devtools architecture` prints the report; the test suite
-asserts it (tests/test_architecture.py).
+"""The package's layout, checked: every module of `ablate` in a floor package, imports only
+downward (module level, inside functions and under `if TYPE_CHECKING:` alike), no import
+circles, no module over the line cap. `python -m devtools architecture` prints the report; the
+test suite asserts it (tests/test_architecture.py).
 
-Floors, bottom up (a module may import its own floor and those below):
-0 records and ports: data types, the tracking port, the small utilities everything uses
-1 core: the factor space, the loss maths and their registries, trial specs, peers
-2 pieces: tasks, templates, models, rollout engines and the one sampler
-3 step stages: sampling loop, forward passes, shaping, estimators, update, compute, diagnostics
-4 trial: the trainer (setup / step / loop), evaluation, the Pass@k sweep
-5 adapters: the results stores behind the tracking port (MLflow, files)
-6 orchestration: studies, preflight, runner, leases, workers, tuning, the Pass@G phase
-7 report
-8 edges: commands and the CLI
+Floors, bottom up: a floor is a list of package prefixes, and a module may import its own floor
+and those below. The tree shows them as folders:
+0 `ablate/base/`: records, errors, the registry, seeding, locks, durable writes; `base/store/`,
+  the results-store port (tracker and store protocols, the run table, the tag vocabulary)
+1 `ablate/factors/` (the factor space, its registries, presets, trial specs) and `ablate/peers/`
+2 pieces: `ablate/tasks/` (+ templates), `ablate/models/` (+ the fused decoder), `ablate/rollout/`
+3 `ablate/stages/`: sampling loop, forward passes, shaping, estimators, update, compute, checkpoint
+4 `ablate/trial/`: the trainer (setup / step / loop), evaluation, the Pass@k sweep, elicitation
+5 `ablate/tracking/`: the results stores behind the port (MLflow, files)
+6 `ablate/study/` (studies, preflight, runner, leases, workers, tuning, phases), `ablate/launch/`
+7 `ablate/report/`
+8 edges: `ablate/commands/` (the CLI), `ablate/testing/`, and the package's own `__init__`
 """
 
 from __future__ import annotations
@@ -23,89 +25,20 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-#: A module's floor is that of its longest listed prefix.
-FLOORS: dict[str, int] = {
-    **dict.fromkeys(
-        (
-            "errors",
-            "registry",
-            "seeding",
-            "masked",
-            "faults",
-            "threads",
-            "records",
-            "machine",
-            "lazy",
-            "locks",
-            "durable",
-            "lifetime",
-            "devices",
-        ),
-        0,
-    ),
-    "sql_urls": 0,
-    # the results-store port: the tracker protocol, the store protocols, the run table and the
-    # tag vocabulary (the adapters behind it are floor 5)
-    **dict.fromkeys(("tracking.base", "tracking.table", "tracking.tags", "tracking.common"), 0),
-    **dict.fromkeys(
-        (
-            "algorithms",
-            "algorithm_checks",
-            "advantages",
-            "surrogates",
-            "trust_regions",
-            "reward_controls",
-            "objective",
-            "critic",
-            "presets",
-            "confounds",
-            "spec",
-            "finding",
-            "overrides",
-            "peers",
-            "passk",
-        ),
-        1,
-    ),
-    **dict.fromkeys(("tasks", "templates", "models", "rollout", "fast_llama", "decode_cache"), 2),
-    **dict.fromkeys(
-        (
-            "batch",
-            "forward",
-            "shaping",
-            "estimators",
-            "update",
-            "diagnostics",
-            "compute",
-            "checkpoint",
-        ),
-        3,
-    ),
-    **dict.fromkeys(("trainer", "evaluation", "passk_sweep", "elicitation"), 4),
-    "tracking": 5,
-    **dict.fromkeys(
-        (
-            "study",
-            "arms",
-            "study_checks",
-            "preflight",
-            "resources",
-            "runner",
-            "store_failures",
-            "lease",
-            "distributed",
-            "tune",
-            "passk_phase",
-            "elicit_phase",
-            "launch",
-        ),
-        6,
-    ),
-    "report": 7,
-    **dict.fromkeys(("commands", "cli", "testing", "testing_vllm"), 8),
-    "": 8,  # the package's own __init__: the public API re-exports from every floor
-}
-FLOORS = {f"ablate.{k}" if k else "ablate": v for k, v in FLOORS.items()}
+#: Each floor's package prefixes, bottom up; a module's floor is that of its longest prefix.
+FLOORS: tuple[tuple[str, ...], ...] = (
+    ("ablate.base",),
+    ("ablate.factors", "ablate.peers"),
+    ("ablate.tasks", "ablate.models", "ablate.rollout"),
+    ("ablate.stages",),
+    ("ablate.trial",),
+    ("ablate.tracking",),
+    ("ablate.study", "ablate.launch"),
+    ("ablate.report",),
+    ("ablate.commands", "ablate.testing", "ablate"),  # "ablate": the package's __init__ only
+)
+#: prefix -> floor
+PREFIXES: dict[str, int] = {p: floor for floor, ps in enumerate(FLOORS) for p in ps}
 #: No module of the package over this many lines, no function over this many.
 MAX_LINES = 400
 MAX_FUNCTION_LINES = 60
@@ -194,13 +127,16 @@ class _ModuleImports:
 
 
 def floor_of(module: str) -> int | None:
+    """The floor of `module`'s longest listed package prefix; None for a module in no floor
+    package (a flat `ablate/x.py`: only the package's own `__init__`, "ablate", sits there)."""
+    if module == "ablate":
+        return PREFIXES[module]
     parts = module.split(".")
-    while len(parts) > 1:
-        floor = FLOORS.get(".".join(parts))
+    for n in range(len(parts), 1, -1):
+        floor = PREFIXES.get(".".join(parts[:n]))
         if floor is not None:
             return floor
-        parts.pop()
-    return FLOORS.get(module)  # the package itself
+    return None
 
 
 def long_functions(root: Path, limit: int = MAX_FUNCTION_LINES) -> dict[str, int]:
@@ -277,13 +213,16 @@ def circles(modules: list[str], edges: list[Edge]) -> list[list[str]]:
 
 #: The stages of one RL step in pipeline order, by the modules that implement them.
 STAGES = (
-    ("sample", ("ablate.batch", "ablate.rollout", "ablate.tasks", "ablate.templates")),
-    ("forward", ("ablate.forward",)),
-    ("shape", ("ablate.shaping",)),
-    ("estimate", ("ablate.estimators", "ablate.critic", "ablate.advantages")),
-    ("update", ("ablate.update", "ablate.objective", "ablate.surrogates")),
-    ("account", ("ablate.compute",)),
-    ("log", ("ablate.diagnostics",)),
+    ("sample", ("ablate.stages.batch", "ablate.rollout", "ablate.tasks", "ablate.tasks.templates")),
+    ("forward", ("ablate.stages.forward",)),
+    ("shape", ("ablate.stages.shaping",)),
+    (
+        "estimate",
+        ("ablate.stages.estimators", "ablate.factors.critic", "ablate.factors.advantages"),
+    ),
+    ("update", ("ablate.stages.update", "ablate.factors.objective", "ablate.factors.surrogates")),
+    ("account", ("ablate.stages.compute",)),
+    ("log", ("ablate.stages.diagnostics",)),
 )
 
 

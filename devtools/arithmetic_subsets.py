@@ -15,15 +15,15 @@ from __future__ import annotations
 import argparse
 import json
 
-from ablate import seeding
+from ablate.base import seeding
+from ablate.base.passk import mean_pass_at_k
+from ablate.base.records import SamplingParams
 from ablate.models import load_model
-from ablate.passk import mean_pass_at_k
-from ablate.records import SamplingParams
 from ablate.rollout.hf import HFEngine
 from ablate.rollout.sample import correct_matrix, sample_and_verify
 from ablate.tasks import get_task
 from ablate.tasks.arithmetic import SUBSETS_FILE
-from ablate.templates import get_template
+from ablate.tasks.templates import get_template
 
 OPTIONS = {"layout": "pre", "difficulty": "medium", "seed": 0, "n_train": 20_000, "n_eval": 2000}
 POOL = {"train": 4000, "eval": 2000}

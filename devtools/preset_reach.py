@@ -14,10 +14,10 @@ import argparse
 import statistics
 import time
 
-from ablate.presets import baseline, baseline_names
-from ablate.spec import Budget, EvalSpec, TrialSpec
+from ablate.factors.presets import baseline, baseline_names
+from ablate.factors.spec import Budget, EvalSpec, TrialSpec
 from ablate.tracking import MemoryTracker
-from ablate.trainer import train
+from ablate.trial import train
 
 #: per-step policy statistics worth a column: (metric, column head)
 COLUMNS = (

@@ -33,12 +33,12 @@ PHASES = ("sampling", "scoring", "forward", "backward", "optimizer", "rest")
 
 def stepper(model: str, seed: int = 0):
     """(setup, state, stream) of the natural case on `model` (a zoo name or folder)."""
-    from ablate.batch import PromptStream
+    from ablate.factors.presets import baseline
+    from ablate.factors.spec import Budget, Optim, TrialSpec
     from ablate.models import load_model
-    from ablate.presets import baseline
     from ablate.rollout.hf import HFEngine
-    from ablate.spec import Budget, Optim, TrialSpec
-    from ablate.trainer import TrainState, setup_trial
+    from ablate.stages.batch import PromptStream
+    from ablate.trial import TrainState, setup_trial
 
     spec = TrialSpec(
         algorithm=dataclasses.replace(baseline("grpo"), kl_coef=0.0),
@@ -83,8 +83,8 @@ class Clock:
 
 def instrument(clock: Clock, setup) -> None:
     """Time the engine's generate, the policy forward, backward and the optimizer step."""
-    import ablate.forward as forward
-    import ablate.update as update
+    import ablate.stages.forward as forward
+    import ablate.stages.update as update
 
     clock.wrap(setup.engine, "generate", "sampling", "sampling")
     # the no-grad passes call it in `forward`, the updates through their own reference
@@ -97,7 +97,7 @@ def instrument(clock: Clock, setup) -> None:
 def run(model: str, steps: int, warmup: int, top: int) -> None:
     """`warmup` untimed steps, `steps` timed ones, then `steps` more under the profiler (kept
     apart: starting and stopping it costs more than a step)."""
-    from ablate.trainer import rl_step
+    from ablate.trial import rl_step
 
     if model in ("0.53M", "4.2M"):
         from devtools.bench.models import natural_model_dir

@@ -61,7 +61,7 @@ def _import_verl():
     The stubs stay installed for the rest of the process (core_algos may import them late), so
     they go in only once verl is known to be there: a failed check leaves the process as it was
     (stubbed `datasets` or `pyarrow` would break anything else it runs)."""
-    from ablate.errors import ConfigError
+    from ablate.base.errors import ConfigError
 
     hint = "see `python -m devtools verl-parity --help` for the three commands that unpack it"
     if importlib.util.find_spec("verl") is None:
@@ -143,8 +143,8 @@ def _compare(name: str, a: torch.Tensor, b: torch.Tensor) -> bool:
 
 
 def check_losses(verl, actor, seed: int) -> bool:
-    from ablate.algorithms import Algorithm
-    from ablate.objective import policy_loss
+    from ablate.factors.algorithms import Algorithm
+    from ablate.factors.objective import policy_loss
 
     ok = True
     for surrogate, (mode, fields, verl_fields) in SURROGATES.items():
@@ -177,8 +177,8 @@ def check_losses(verl, actor, seed: int) -> bool:
 def check_trust_regions(verl, actor, seed: int) -> bool:
     """DPPO's TV and KL masks (trust_region) against verl's dppo_tv / dppo_kl losses, every
     aggregation; the batch must exercise both the mask and the ratio cap."""
-    from ablate.algorithms import Algorithm
-    from ablate.objective import policy_loss
+    from ablate.factors.algorithms import Algorithm
+    from ablate.factors.objective import policy_loss
 
     ok = True
     for region, (mode, fields) in TRUST_REGIONS.items():
@@ -204,8 +204,8 @@ def check_trust_regions(verl, actor, seed: int) -> bool:
 
 
 def check_advantages(verl, seed: int) -> bool:
-    from ablate.advantages import group_advantages
-    from ablate.algorithms import Algorithm
+    from ablate.factors.advantages import group_advantages
+    from ablate.factors.algorithms import Algorithm
 
     g = torch.Generator().manual_seed(seed)
     n, size, t = 6, 4, 10

@@ -21,7 +21,7 @@ reports (minimum detectable Δ pass@1 ≈ 0.08 at 80% power with 4 contrasts).""
 import dataclasses
 
 import ablate
-from ablate.finding import Finding
+from ablate.factors.finding import Finding
 from ablate.study import Budget, Cells, EvalSpec, PassKSpec, Study, arm
 
 MATCHED = {"minibatches": 4, "kl_coef": 0.0}

@@ -8,11 +8,12 @@ import warnings
 
 import pytest
 
-from ablate import objective, shaping
-from ablate.algorithm_checks import unread_fields
-from ablate.algorithms import Algorithm, field_docs
-from ablate.errors import ConfigError
-from ablate.registry import Registry
+from ablate.base.errors import ConfigError
+from ablate.base.registry import Registry
+from ablate.factors import objective
+from ablate.factors.algorithms import Algorithm, field_docs
+from ablate.factors.checks import unread_fields
+from ablate.stages import shaping
 
 CONTRACT = {
     "baseline",

@@ -8,12 +8,12 @@ import re
 import pytest
 
 from ablate import arm
-from ablate.algorithms import Algorithm
-from ablate.cli import main
-from ablate.errors import ConfigError
+from ablate.base.errors import ConfigError
+from ablate.commands.cli import main
+from ablate.factors.algorithms import Algorithm
+from ablate.factors.presets import baseline
 from ablate.peers import export_config
 from ablate.peers.aliases import ALIASES, FACTOR_FIELDS, alias_algorithm, aliases
-from ablate.presets import baseline
 
 FRAMEWORKS = {
     "trl",

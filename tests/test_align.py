@@ -12,7 +12,7 @@ from ablate.models.catalog import RECIPES
 from ablate.models.recipe import AlignSpec, PassKMeasure
 from ablate.models.store import SHIPPED_DIR, read_meta, weights_sha256
 from ablate.tasks import get_task
-from ablate.templates import TRAINING_TEMPLATE, get_template
+from ablate.tasks.templates import TRAINING_TEMPLATE, get_template
 from ablate.testing import zoo_model_built
 
 pytestmark = pytest.mark.skipif(not zoo_model_built("rl_ready"), reason="zoo not available")

@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 import ablate
-from ablate.batch import PromptStream
-from ablate.spec import Budget, EvalSpec, TrialSpec
+from ablate.factors.spec import Budget, EvalSpec, TrialSpec
+from ablate.stages.batch import PromptStream
 from ablate.testing import zoo_model_built
-from ablate.trainer import TrainState, setup_trial
+from ablate.trial import TrainState, setup_trial
 from devtools import architecture as arch
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -49,29 +49,40 @@ def test_the_checks_see_circles_and_upward_imports_wherever_they_hide(tmp_path, 
         tmp_path,
         {
             "__init__.py": "",
-            "records.py": "def f():\n    from ablate.runner import go\n",  # floor 0 -> 6, lazy
-            "runner.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
-            "    from ablate.records import f\n",  # type-only: closes the circle
-            "spec.py": "from ablate import records\n",  # downward: fine
-            "newthing.py": "",  # on no floor
+            "base/__init__.py": "",
+            "base/records.py": "def f():\n    from ablate.study.runner import go\n",  # 0 -> 6
+            "study/__init__.py": "",
+            "study/runner.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+            "    from ablate.base.records import f\n",  # type-only: closes the circle
+            "factors/__init__.py": "",
+            "factors/spec.py": "from ablate.base import records\n",  # downward: fine
+            "newthing.py": "",  # a flat module: on no floor
         },
     )
     edges = arch.import_edges(tmp_path)
     kinds = {(e.source, e.target): e.kind for e in edges}
     assert kinds == {
-        ("ablate.records", "ablate.runner"): "function",
-        ("ablate.runner", "ablate.records"): "type",
-        ("ablate.spec", "ablate.records"): "module",
+        ("ablate.base.records", "ablate.study.runner"): "function",
+        ("ablate.study.runner", "ablate.base.records"): "type",
+        ("ablate.factors.spec", "ablate.base.records"): "module",
     }
     modules = list(arch.module_names(tmp_path))
-    assert arch.circles(modules, edges) == [["ablate.records", "ablate.runner"]]
+    assert arch.circles(modules, edges) == [["ablate.base.records", "ablate.study.runner"]]
     assert [(e.source, e.target) for e in arch.upward(edges)] == [
-        ("ablate.records", "ablate.runner")
+        ("ablate.base.records", "ablate.study.runner")
     ]
     assert arch.unplaced(modules) == ["ablate.newthing"]
-    (tmp_path / "ablate" / "spec.py").write_text("def f():\n" + "    x = 1\n" * 400)
-    assert arch.long_modules(tmp_path) == {"ablate.spec": 401}
-    assert arch.long_functions(tmp_path) == {"ablate.spec.f": 401}
+    (tmp_path / "ablate" / "factors" / "spec.py").write_text("def f():\n" + "    x = 1\n" * 400)
+    assert arch.long_modules(tmp_path) == {"ablate.factors.spec": 401}
+    assert arch.long_functions(tmp_path) == {"ablate.factors.spec.f": 401}
+
+
+def test_a_floor_is_a_package_prefix():
+    assert arch.floor_of("ablate.base.store.port") == 0
+    assert arch.floor_of("ablate.report.stats.crossed") == 7
+    assert arch.floor_of("ablate") == 8  # the package's __init__
+    assert arch.floor_of("ablate.runner") is None  # flat modules are gone for good
+    assert arch.floor_of("ablate.basement.x") is None  # a prefix is a whole package name
 
 
 def _trace(algorithm) -> list[tuple[str, str]]:
@@ -86,7 +97,7 @@ def _trace(algorithm) -> list[tuple[str, str]]:
     )
     s = setup_trial(spec)
     stream = PromptStream(s.task.problems("train"), spec.rng_seed)
-    from ablate.trainer import step
+    from ablate.trial import step
 
     return arch.step_calls(lambda: step.rl_step(s, TrainState(), stream), step.__name__)
 
@@ -107,11 +118,11 @@ def test_an_rl_step_calls_each_stage_in_order_and_climbs_back_at_most_twice(pres
 
 def test_the_climb_count_sees_a_step_that_re_enters_a_stage():
     calls = [
-        ("ablate.batch", "collect_batch"),
-        ("ablate.update", "frozen_pass"),
-        ("ablate.shaping", "shape"),  # back from update
-        ("ablate.records", "all_samples"),  # data: no stage
-        ("ablate.compute", "step_compute"),
-        ("ablate.forward", "forward_tokens"),  # back from account
+        ("ablate.stages.batch", "collect_batch"),
+        ("ablate.stages.update", "frozen_pass"),
+        ("ablate.stages.shaping", "shape"),  # back from update
+        ("ablate.base.records", "all_samples"),  # data: no stage
+        ("ablate.stages.compute", "step_compute"),
+        ("ablate.stages.forward", "forward_tokens"),  # back from account
     ]
     assert len(arch.climbs_back(calls)) == 2

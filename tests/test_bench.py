@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from ablate.errors import ConfigError
+from ablate.base.errors import ConfigError
 from devtools.__main__ import main
 from devtools.bench.flops import step_flops, train_flops, utilisation
 from devtools.bench.harness import (

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from ablate.records import SamplingParams
+from ablate.base.records import SamplingParams
 from ablate.rollout.hf import HFEngine
 from devtools.bench.natural import NATURAL_TOKENS, STEP_TARGETS
 from devtools.bench.options import SECTIONS, options_from_cli
@@ -70,10 +70,10 @@ def test_trl_samples_the_prompts_ablate_draws_step_for_step(tmp_path):
     """Natural cases give TRL's trainer ablate's prompt stream in order (no shuffling), so the
     two tools' steps answer the same questions and their lengths compare fairly."""
     pytest.importorskip("trl")
-    from ablate.batch import PromptStream
     from ablate.models import zoo_path
+    from ablate.stages.batch import PromptStream
     from ablate.tasks import get_task
-    from ablate.templates import get_template
+    from ablate.tasks.templates import get_template
     from devtools.bench.trl_step import StepClock, _trainer, ablate_prompts
 
     stream = PromptStream(get_task("arithmetic").problems("train"), 0)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ablate.records import SamplingParams
+from ablate.base.records import SamplingParams
 from ablate.rollout.hf import HFEngine
 from ablate.testing import char_tokenizer, tiny_llama
 from devtools.bench.step import FixedLengthEngine, LengthError, fixed_length_engine

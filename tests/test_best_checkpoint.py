@@ -6,13 +6,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ablate.algorithms import Algorithm
-from ablate.errors import ConfigError
-from ablate.evaluation import SELECTION_METRIC, evaluate, selection_split
+from ablate.base.errors import ConfigError
+from ablate.factors.algorithms import Algorithm
+from ablate.factors.spec import EvalSpec
 from ablate.report.render import checkpoints
 from ablate.report.render.tables import TABLES
-from ablate.spec import EvalSpec
 from ablate.testing import ScriptedEngine, ToyTask, ToyTemplate, study_data
+from ablate.trial.evaluation import SELECTION_METRIC, evaluate, selection_split
 
 TASK = ToyTask(pairs=((1, 2), (3, 4), (5, 6), (7, 8)))
 

@@ -73,7 +73,7 @@ def study(tmp_path_factory, browser):
     root = tmp_path_factory.mktemp("browser")
     (root / "study.py").write_text(textwrap.dedent(STUDY))
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    cmd = [sys.executable, "-m", "ablate.cli", "run", "study.py", "--results", "results"]
+    cmd = [sys.executable, "-m", "ablate.commands.cli", "run", "study.py", "--results", "results"]
     done = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     report = root / "reports" / "browser_check"
@@ -152,7 +152,16 @@ def ui(study):
     """`ablate ui` on the study's results: (base URL, the study's link, the lines it printed)."""
     root, _ = study
     port = _free_port()
-    cmd = [sys.executable, "-m", "ablate.cli", "ui", "--results", "results", "--port", str(port)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "ablate.commands.cli",
+        "ui",
+        "--results",
+        "results",
+        "--port",
+        str(port),
+    ]
     proc = subprocess.Popen(
         cmd, cwd=root, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
     )

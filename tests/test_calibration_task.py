@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from ablate.errors import ConfigError
+from ablate.base.errors import ConfigError
 from ablate.report.stats import crossed as cx
 from ablate.report.stats import inference
 from devtools.__main__ import main

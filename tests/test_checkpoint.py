@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 import torch
 
-from ablate.checkpoint import (
+from ablate.base.errors import TrialError
+from ablate.stages.checkpoint import (
     MANIFEST,
     STATE,
     TRAINER,
@@ -20,7 +21,6 @@ from ablate.checkpoint import (
     load_latest,
     save_checkpoint,
 )
-from ablate.errors import TrialError
 from ablate.testing import tiny_llama
 
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from ablate.cli import main
+from ablate.commands.cli import main
 
 
 def test_presets_lists_differences_from_grpo(capsys):

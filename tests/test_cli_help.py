@@ -8,7 +8,7 @@ import re
 import pytest
 import typer.main
 
-from ablate.cli import app, main
+from ablate.commands.cli import app, main
 from ablate.commands.help_text import first_sentence, paragraphs, reflow
 
 #: A sentence boundary inside a line: end mark, space, capital (an abbreviation aside).

@@ -8,10 +8,10 @@ import warnings
 
 import pytest
 
-from ablate.cli import main
+from ablate.base.errors import AblateWarning, ConfigError
+from ablate.commands.cli import main
 from ablate.commands.progress import StepLines
 from ablate.commands.train import _trial_spec
-from ablate.errors import AblateWarning, ConfigError
 
 
 @pytest.mark.parametrize("argv", [["--help"], ["train", "--help"], ["zoo", "build", "--help"]])

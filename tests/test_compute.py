@@ -1,4 +1,4 @@
-"""Model FLOPs from the architecture (`ablate.compute`), by hand, and as a trial logs them."""
+"""Model FLOPs from the architecture (`ablate.stages.compute`), by hand and as a trial logs them."""
 
 from __future__ import annotations
 
@@ -7,8 +7,10 @@ import dataclasses
 import pytest
 import torch
 
-from ablate.algorithms import Algorithm
-from ablate.compute import (
+from ablate.base.records import Rollouts
+from ablate.factors.algorithms import Algorithm
+from ablate.factors.spec import Budget, EvalSpec, TrialSpec
+from ablate.stages.compute import (
     Shape,
     StepPasses,
     Work,
@@ -17,11 +19,9 @@ from ablate.compute import (
     rollout_work,
     step_flops,
 )
-from ablate.records import Rollouts
-from ablate.spec import Budget, EvalSpec, TrialSpec
 from ablate.testing import tiny_llama
 from ablate.tracking import MemoryTracker
-from ablate.trainer import train
+from ablate.trial import train
 
 
 def rollouts(prompt_rows: list[list[int]], completion_lengths: list[int]) -> Rollouts:
@@ -114,7 +114,7 @@ def test_a_trial_logs_cumulative_flops_and_a_reference_costs_one_forward():
 
 
 def test_old_checkpoint_state_without_flops_still_loads():
-    from ablate.trainer import TrainState
+    from ablate.trial import TrainState
 
     saved = TrainState().as_dict()
     del saved["generate_flops"], saved["train_flops"]

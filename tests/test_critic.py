@@ -8,8 +8,8 @@ import math
 import pytest
 import torch
 
-from ablate.algorithms import Algorithm
-from ablate.critic import (
+from ablate.factors.algorithms import Algorithm
+from ablate.factors.critic import (
     explained_variance,
     gae,
     masked_whiten,
@@ -17,8 +17,8 @@ from ablate.critic import (
     token_rewards,
     value_loss,
 )
-from ablate.estimators import ValueHead
-from ablate.objective import AGGREGATIONS, RATIOS, policy_loss
+from ablate.factors.objective import AGGREGATIONS, RATIOS, policy_loss
+from ablate.stages.estimators import ValueHead
 
 T = torch.tensor
 

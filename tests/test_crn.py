@@ -7,18 +7,18 @@ from __future__ import annotations
 import dataclasses
 import re
 
-import ablate.seeding
-import ablate.trainer.setup
-import ablate.update
-from ablate.algorithms import Algorithm
-from ablate.batch import PromptStream
-from ablate.seeding import derive_seed
-from ablate.spec import Budget, EvalSpec, TrialSpec
+import ablate.base.seeding
+import ablate.stages.update
+import ablate.trial.setup
+from ablate.base.seeding import derive_seed
+from ablate.factors.algorithms import Algorithm
+from ablate.factors.spec import Budget, EvalSpec, TrialSpec
+from ablate.stages.batch import PromptStream
 from ablate.tasks import get_task
 from ablate.tasks.base import CHARSET
-from ablate.templates import get_template
+from ablate.tasks.templates import get_template
 from ablate.testing import ScriptedEngine, char_tokenizer, tiny_llama
-from ablate.trainer import TrainState, rl_step, setup_trial, train
+from ablate.trial import TrainState, rl_step, setup_trial, train
 
 TOK = char_tokenizer(CHARSET)
 PLAIN = get_template("plain")
@@ -117,14 +117,14 @@ def record_seeds(monkeypatch) -> dict[str, list]:
 
     def generator(seed, *names, **kw):
         seen["minibatch"].append((seed, *names))
-        return ablate.seeding.generator(seed, *names, **kw)
+        return ablate.base.seeding.generator(seed, *names, **kw)
 
     def seed_everything(seed):
         seen["everything"].append(seed)
-        ablate.seeding.seed_everything(seed)
+        ablate.base.seeding.seed_everything(seed)
 
-    monkeypatch.setattr(ablate.update, "generator", generator)
-    monkeypatch.setattr(ablate.trainer.setup, "seed_everything", seed_everything)
+    monkeypatch.setattr(ablate.stages.update, "generator", generator)
+    monkeypatch.setattr(ablate.trial.setup, "seed_everything", seed_everything)
     return seen
 
 

@@ -8,14 +8,14 @@ import re
 import pytest
 import torch
 
-from ablate.advantages import group_advantages
-from ablate.algorithms import Algorithm
-from ablate.batch import PromptStream
-from ablate.spec import Budget, TrialSpec
+from ablate.factors.advantages import group_advantages
+from ablate.factors.algorithms import Algorithm
+from ablate.factors.spec import Budget, TrialSpec
+from ablate.stages.batch import PromptStream
 from ablate.tasks.base import CHARSET
-from ablate.templates import get_template
+from ablate.tasks.templates import get_template
 from ablate.testing import ScriptedEngine, char_tokenizer, tiny_llama
-from ablate.trainer import TrainState, rl_step, setup_trial
+from ablate.trial import TrainState, rl_step, setup_trial
 
 TOK = char_tokenizer(CHARSET)
 PLAIN = get_template("plain")

@@ -32,7 +32,7 @@ def test_the_harness_finds_no_difference_between_a_device_and_itself():
 @pytest.mark.skipif(not CUDA, reason="needs a CUDA GPU")
 @pytest.mark.parametrize("size", ["0.53M", "4.2M"])
 def test_fast_llama_and_the_packed_update_on_cuda_match_the_cpu(size):
-    from ablate.devices import configure_determinism
+    from ablate.base.devices import configure_determinism
 
     configure_determinism("cuda")
     result = cuda_parity.parity(tiny_llama(seed=0, size=size, tokenizer=char_tokenizer()))
@@ -47,10 +47,10 @@ def test_fast_llama_and_the_packed_update_on_cuda_match_the_cpu(size):
 def test_a_trial_on_auto_puts_policy_reference_and_critic_on_cuda():
     import dataclasses
 
-    from ablate.presets import baseline
-    from ablate.spec import TrialSpec
+    from ablate.factors.presets import baseline
+    from ablate.factors.spec import TrialSpec
     from ablate.testing import ScriptedEngine, cycle_script
-    from ablate.trainer.setup import setup_trial
+    from ablate.trial.setup import setup_trial
 
     tokenizer = char_tokenizer()
     algorithm = dataclasses.replace(baseline("ppo"), kl_coef=0.01)

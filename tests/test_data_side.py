@@ -13,20 +13,20 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from ablate.algorithms import Algorithm
-from ablate.batch import PromptStream, StepSampler, collect_batch
-from ablate.checkpoint import STATE, checkpoint_dirs
-from ablate.errors import TrialError
-from ablate.records import Counters, ScoredBatch
-from ablate.reward_controls import REWARD_CONTROLS, DrawKey, plurality
-from ablate.seeding import derive_seed, rng
-from ablate.spec import Budget, EvalSpec, TrialSpec
+from ablate.base.errors import TrialError
+from ablate.base.records import Counters, ScoredBatch
+from ablate.base.seeding import derive_seed, rng
+from ablate.factors.algorithms import Algorithm
+from ablate.factors.reward_controls import REWARD_CONTROLS, DrawKey, plurality
+from ablate.factors.spec import Budget, EvalSpec, TrialSpec
+from ablate.stages.batch import PromptStream, StepSampler, collect_batch
+from ablate.stages.checkpoint import STATE, checkpoint_dirs
 from ablate.tasks import get_task
 from ablate.tasks.base import CHARSET
-from ablate.templates import get_template
+from ablate.tasks.templates import get_template
 from ablate.testing import ScriptedEngine, char_tokenizer, tiny_llama
 from ablate.tracking import MemoryTracker
-from ablate.trainer import train
+from ablate.trial import train
 
 TOK = char_tokenizer(CHARSET)
 PLAIN = get_template("plain")

@@ -1,4 +1,4 @@
-"""ablate.devices on the CPU: device selection, the precision option's validation, the
+"""ablate.base.devices on the CPU: device selection, the precision option's validation, the
 deterministic settings CUDA gets, and the trainer's use of them. The CUDA numbers themselves
 (fast_llama and the packed update against the CPU path) are tests/test_cuda_parity.py's."""
 
@@ -10,10 +10,10 @@ import warnings
 import pytest
 import torch
 
-from ablate import devices
-from ablate.errors import ConfigError
-from ablate.presets import baseline
-from ablate.spec import Budget, EvalSpec, TrialSpec
+from ablate.base import devices
+from ablate.base.errors import ConfigError
+from ablate.factors.presets import baseline
+from ablate.factors.spec import Budget, EvalSpec, TrialSpec
 
 
 def spec(**kw) -> TrialSpec:
@@ -109,8 +109,8 @@ def test_autocast_is_bf16_on_cuda_and_nothing_in_fp32():
 def test_the_trainer_resolves_auto_and_logs_the_precision(monkeypatch):
     from ablate.testing import ScriptedEngine, char_tokenizer, cycle_script, tiny_llama
     from ablate.tracking import MemoryTracker
-    from ablate.trainer import train
-    from ablate.trainer.setup import setup_trial
+    from ablate.trial import train
+    from ablate.trial.setup import setup_trial
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     tokenizer = char_tokenizer()
@@ -130,7 +130,7 @@ def test_the_trainer_resolves_auto_and_logs_the_precision(monkeypatch):
 
 
 def test_bf16_on_a_machine_without_cuda_fails_before_any_model_is_loaded(monkeypatch):
-    from ablate.trainer.setup import setup_trial
+    from ablate.trial.setup import setup_trial
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
 
@@ -143,7 +143,7 @@ def test_bf16_on_a_machine_without_cuda_fails_before_any_model_is_loaded(monkeyp
 
 
 def test_the_memory_check_reads_auto_as_the_device_the_trial_will_use(monkeypatch):
-    from ablate.resources import memory_limit
+    from ablate.study.resources import memory_limit
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     assert memory_limit("auto") == memory_limit("cpu")

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from ablate.cli import main as ablate_main
+from ablate.commands.cli import main as ablate_main
 from devtools.__main__ import TOOLS, main
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -13,8 +13,10 @@ import time
 
 import pytest
 
-from ablate import runner
-from ablate.distributed import (
+from ablate.base.errors import ConfigError
+from ablate.base.sql_urls import driver_url
+from ablate.study import Budget, EvalSpec, Study, arm, load_study, runner
+from ablate.study.distributed import (
     TRIAL_ATTR,
     Heartbeat,
     WorkerConfig,
@@ -22,10 +24,7 @@ from ablate.distributed import (
     prepare,
     run_worker,
 )
-from ablate.errors import ConfigError
-from ablate.runner import TrialOutcome, identified_trials
-from ablate.sql_urls import driver_url
-from ablate.study import Budget, EvalSpec, Study, arm, load_study
+from ablate.study.runner import TrialOutcome, identified_trials
 from ablate.testing import zoo_model_built
 from ablate.tracking import StudyRun, open_store
 
@@ -209,7 +208,7 @@ def test_two_workers_share_a_study_on_postgres(postgres, tmp_path):
     cmd = [
         sys.executable,
         "-m",
-        "ablate.cli",
+        "ablate.commands.cli",
         "worker",
         str(study_file),
         "--storage",

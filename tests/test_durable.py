@@ -1,4 +1,4 @@
-"""`ablate.durable`: atomic writes, reads that treat a partial file as absent, and the disk
+"""`ablate.base.durable`: atomic writes, reads that treat a partial file as absent, and the disk
 errors writer libraries hide in types of their own."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import errno
 import pytest
 from safetensors import SafetensorError
 
-from ablate import durable
+from ablate.base import durable
 
 
 def test_safetensors_disk_full_is_an_enospc_os_error(tmp_path):

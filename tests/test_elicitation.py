@@ -9,8 +9,16 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from ablate.algorithms import Algorithm
-from ablate.elicitation import (
+from ablate.base.errors import ConfigError, StudyError
+from ablate.base.records import SamplingParams
+from ablate.factors.algorithms import Algorithm
+from ablate.report.render import elicited as render
+from ablate.report.stats import elicited as el
+from ablate.study import Budget, ElicitSpec, PassKSpec, Study, arm
+from ablate.tasks import get_task
+from ablate.tasks.templates import PARAGRAPH, get_template, parsed, with_shots
+from ablate.testing import ScriptedEngine, study_data, zoo_model_built
+from ablate.trial.elicitation import (
     Prompting,
     best,
     grid,
@@ -18,14 +26,6 @@ from ablate.elicitation import (
     prompt_template,
     selection_problems,
 )
-from ablate.errors import ConfigError, StudyError
-from ablate.records import SamplingParams
-from ablate.report.render import elicited as render
-from ablate.report.stats import elicited as el
-from ablate.study import Budget, ElicitSpec, PassKSpec, Study, arm
-from ablate.tasks import get_task
-from ablate.templates import PARAGRAPH, get_template, parsed, with_shots
-from ablate.testing import ScriptedEngine, study_data, zoo_model_built
 
 PLAIN = get_template("plain")
 
@@ -249,7 +249,7 @@ def test_the_findings_say_each_arms_gain_over_the_best_elicited_base():
 
 @pytest.mark.skipif(not zoo_model_built("rl_ready"), reason="zoo model rl_ready not built")
 def test_prompts_that_leave_no_room_for_the_completion_are_refused_before_any_compute():
-    from ablate.elicit_phase import check_elicitation
+    from ablate.study.elicit_phase import check_elicitation
 
     def study(max_new_tokens, shots):
         return Study(
@@ -270,9 +270,9 @@ def test_prompts_that_leave_no_room_for_the_completion_are_refused_before_any_co
 
 def test_a_cached_elicitation_cut_short_is_measured_again(tmp_path):
     """A cache file cut mid-row (an old copy, a bad disk) is never read as a whole table."""
-    from ablate import durable
-    from ablate.durable import UnreadableFileWarning
-    from ablate.elicit_phase import COLUMNS, _parse
+    from ablate.base import durable
+    from ablate.base.durable import UnreadableFileWarning
+    from ablate.study.elicit_phase import COLUMNS, _parse
 
     whole = _elicitation({"as_trained": [0.5, 0.25], "best": [1.0, 0.5]})[list(COLUMNS)]
     path = tmp_path / "elicit-x.csv"

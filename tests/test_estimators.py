@@ -9,15 +9,15 @@ import pytest
 import torch
 from torch import nn
 
-from ablate.advantages import group_advantages
-from ablate.algorithms import AdvantageName, Algorithm
-from ablate.estimators import ESTIMATORS, GroupEstimator, ValueHead, make_estimator
-from ablate.records import ShapedBatch
-from ablate.spec import Budget, EvalSpec, TrialSpec
+from ablate.base.records import ShapedBatch
+from ablate.factors.advantages import group_advantages
+from ablate.factors.algorithms import AdvantageName, Algorithm
+from ablate.factors.spec import Budget, EvalSpec, TrialSpec
+from ablate.stages.estimators import ESTIMATORS, GroupEstimator, ValueHead, make_estimator
 from ablate.tasks.base import CHARSET
 from ablate.testing import ScriptedEngine, char_tokenizer, cycle_script, tiny_llama
 from ablate.tracking import MemoryTracker
-from ablate.trainer import train
+from ablate.trial import train
 
 TOK = char_tokenizer(CHARSET)
 
@@ -48,7 +48,7 @@ def test_gae_estimator_with_zero_head_and_gamma_lambda_one_returns_the_outcome()
     algo = Algorithm(advantage="gae", gae_lambda=1.0, whiten_advantages=False)
     est = make_estimator(algo, group_size=2, hidden_size=8)
     shaped = _shaped(torch.tensor([1.0, 0.0]), [2, 3])
-    from ablate.records import HeadReadout
+    from ablate.base.records import HeadReadout
 
     got = est.estimate(shaped, HeadReadout(torch.zeros(2, 4), seconds=0.5))
     # V = 0, no KL: every real token's advantage is the outcome (hand-computed), 0 on padding
@@ -130,7 +130,7 @@ def test_a_new_estimator_trains_through_the_unchanged_trainer(monkeypatch):
 
 def test_each_estimator_declares_the_fields_the_algorithm_checks_refuse_elsewhere():
     """The checks (floor 1) and the estimator registry (floor 3) read one declaration."""
-    from ablate.algorithm_checks import estimator_reads
+    from ablate.factors.checks import estimator_reads
 
     registered = {name: ESTIMATORS.reads(name) for name in ESTIMATORS}
     assert registered == estimator_reads()

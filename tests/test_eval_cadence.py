@@ -8,15 +8,15 @@ import re
 
 import pytest
 
-from ablate.algorithms import Algorithm
-from ablate.errors import ConfigError
-from ablate.evaluation import due_marks, evaluate, log_mark, token_mark
-from ablate.spec import Budget, EvalSpec, TrialSpec
+from ablate.base.errors import ConfigError
+from ablate.factors.algorithms import Algorithm
+from ablate.factors.spec import Budget, EvalSpec, TrialSpec
 from ablate.tasks.base import CHARSET
-from ablate.templates import get_template
+from ablate.tasks.templates import get_template
 from ablate.testing import ScriptedEngine, ToyTask, ToyTemplate, char_tokenizer, tiny_llama
 from ablate.tracking import MemoryTracker
-from ablate.trainer import train
+from ablate.trial import train
+from ablate.trial.evaluation import due_marks, evaluate, log_mark, token_mark
 
 TOK = char_tokenizer(CHARSET)
 PLAIN = get_template("plain")

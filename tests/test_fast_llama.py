@@ -7,10 +7,10 @@ import pytest
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
-from ablate import fast_llama
-from ablate.estimators import ValueHead
-from ablate.forward import completion_forward, forward_tokens
-from ablate.records import Rollouts
+from ablate.base.records import Rollouts
+from ablate.models import fast_llama
+from ablate.stages.estimators import ValueHead
+from ablate.stages.forward import completion_forward, forward_tokens
 from ablate.testing import char_tokenizer, tiny_llama
 
 
@@ -188,7 +188,7 @@ def test_supports_refuses_what_it_does_not_reproduce(tokenizer, monkeypatch):
 def test_engine_samples_the_same_on_both_paths(tokenizer):
     """The fused decoder draws the same completions as transformers' forward for a seed (its
     logits agree to ~1e-6, far below any gap the sampler's race resolves)."""
-    from ablate.records import SamplingParams
+    from ablate.base.records import SamplingParams
     from ablate.rollout.hf import HFEngine
 
     model = tiny_llama(seed=3, tokenizer=tokenizer)
@@ -206,12 +206,12 @@ def test_training_with_the_fused_forward_follows_the_transformers_trajectory(mon
     concatenated batches, a reference model) move the weights the same on both paths."""
     import re
 
-    from ablate.algorithms import Algorithm
-    from ablate.spec import Budget, EvalSpec, TrialSpec
+    from ablate.factors.algorithms import Algorithm
+    from ablate.factors.spec import Budget, EvalSpec, TrialSpec
     from ablate.tasks.base import CHARSET
-    from ablate.templates import get_template
+    from ablate.tasks.templates import get_template
     from ablate.testing import ScriptedEngine
-    from ablate.trainer import train
+    from ablate.trial import train
 
     tok, plain = char_tokenizer(CHARSET), get_template("plain")
 

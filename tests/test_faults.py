@@ -17,11 +17,11 @@ from pathlib import Path
 import pytest
 
 from ablate import tracking
-from ablate.checkpoint import WEIGHTS, CheckpointWarning, checkpoint_dirs
-from ablate.errors import StoreError
-from ablate.lease import LeaseStore
-from ablate.runner import RunHooks, identified_trials, run_study
+from ablate.base.errors import StoreError
+from ablate.stages.checkpoint import WEIGHTS, CheckpointWarning, checkpoint_dirs
 from ablate.study import load_study
+from ablate.study.lease import LeaseStore
+from ablate.study.runner import RunHooks, identified_trials, run_study
 from ablate.testing import exactly_once_problems, study_ledger, zoo_model_built
 
 pytestmark = pytest.mark.skipif(not zoo_model_built("hopeless"), reason="zoo not available")
@@ -107,7 +107,15 @@ def test_sigkill_between_metrics_flush_and_checkpoint_then_rerun(
     study = load_study(study_path)  # the file's own name: the subprocess loads the file
     results = tmp_path / "results"
     env = {**os.environ, "OMP_NUM_THREADS": "1", "ABLATE_FAULT": "metrics_flushed@4"}
-    cmd = [sys.executable, "-m", "ablate.cli", "run", str(study_path), "--results", str(results)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "ablate.commands.cli",
+        "run",
+        str(study_path),
+        "--results",
+        str(results),
+    ]
     killed = subprocess.run(
         [*cmd, "--tracking-uri", shared_uri], env=env, capture_output=True, timeout=300
     )
@@ -215,7 +223,7 @@ def test_disk_full_in_a_checkpoint_stops_the_study_and_a_rerun_recovers(
 ):
     import torch
 
-    from ablate import checkpoint
+    from ablate.stages import checkpoint
 
     study = dataclasses.replace(study, name=f"disk_full_{writer.replace('.', '_')}")
     results = tmp_path / "results"
@@ -246,8 +254,8 @@ def test_disk_full_in_a_checkpoint_stops_the_study_and_a_rerun_recovers(
 def test_ablate_run_with_a_full_disk_is_one_line_and_exit_2(
     study_path, tmp_path, monkeypatch, capsys
 ):
-    from ablate import checkpoint
-    from ablate.cli import main
+    from ablate.commands.cli import main
+    from ablate.stages import checkpoint
 
     monkeypatch.setattr(checkpoint, "save_model", _safetensors_disk_full)
     results = tmp_path / "results"
@@ -264,13 +272,13 @@ def test_ablate_run_with_a_full_disk_is_one_line_and_exit_2(
 
 
 def test_ablate_run_exits_1_naming_the_failed_trials(study_path, tmp_path, monkeypatch, capsys):
-    from ablate import trainer
-    from ablate.cli import main
+    from ablate import trial
+    from ablate.commands.cli import main
 
     def broken(*args, **kwargs):
         raise ValueError("a bug in the trial")
 
-    monkeypatch.setattr(trainer, "train", broken)
+    monkeypatch.setattr(trial, "train", broken)
     results = tmp_path / "results"
     argv = ["run", str(study_path), "--results", str(results), "--out", str(tmp_path / "out")]
     assert main(argv) == 1
@@ -291,7 +299,15 @@ def test_sigterm_or_sigint_marks_the_run_killed_in_one_line_then_a_rerun_resumes
 
     results = tmp_path / "results"
     env = {**os.environ, "OMP_NUM_THREADS": "1", "ABLATE_FAULT": f"step_logged@4:{signame}"}
-    cmd = [sys.executable, "-m", "ablate.cli", "run", str(study_path), "--results", str(results)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "ablate.commands.cli",
+        "run",
+        str(study_path),
+        "--results",
+        str(results),
+    ]
     stopped = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
     signum = getattr(signal, signame)
     assert stopped.returncode == 128 + signum, stopped.stderr[-2000:]

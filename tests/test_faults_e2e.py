@@ -23,12 +23,12 @@ from pathlib import Path
 import pytest
 
 from ablate import tracking
-from ablate.checkpoint import checkpoint_dirs
-from ablate.distributed import TRIAL_ATTR
-from ablate.lease import TABLE
-from ablate.runner import identified_trials
-from ablate.sql_urls import driver_url
+from ablate.base.sql_urls import driver_url
+from ablate.stages.checkpoint import checkpoint_dirs
 from ablate.study import load_study
+from ablate.study.distributed import TRIAL_ATTR
+from ablate.study.lease import TABLE
+from ablate.study.runner import identified_trials
 from ablate.testing import exactly_once_problems, study_ledger, zoo_model_built
 
 pytestmark = [
@@ -85,7 +85,7 @@ def ablate_run(study_file: Path, results: Path, *extra: str) -> list[str]:
     return [
         sys.executable,
         "-m",
-        "ablate.cli",
+        "ablate.commands.cli",
         "run",
         str(study_file),
         "--results",
@@ -460,7 +460,7 @@ def test_worker_killed_mid_trial_is_taken_over_on_postgres(postgres, tmp_path):
     cmd = [
         sys.executable,
         "-m",
-        "ablate.cli",
+        "ablate.commands.cli",
         "worker",
         str(study_file),
         "--storage",

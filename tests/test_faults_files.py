@@ -6,9 +6,9 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from ablate.durable import UnreadableFileWarning
-from ablate.passk_phase import passk_phase
+from ablate.base.durable import UnreadableFileWarning
 from ablate.study import Budget, EvalSpec, PassKSpec, Study, arm
+from ablate.study.passk_phase import passk_phase
 from ablate.testing import zoo_model_built
 
 pytestmark = pytest.mark.skipif(not zoo_model_built("hopeless"), reason="zoo not available")
@@ -54,7 +54,7 @@ def test_a_cut_pass_at_g_cache_cell_is_measured_again(study, tmp_path, how):
 
 
 def test_a_whole_cache_cell_is_read_without_measuring(study, tmp_path, monkeypatch):
-    from ablate import passk_phase as phase
+    from ablate.study import passk_phase as phase
 
     cache = tmp_path / "passk-cache"
     first = passk_phase(study, cache)

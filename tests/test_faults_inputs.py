@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from ablate.cli import main
+from ablate.commands.cli import main
 
 STUDY = """
 from ablate.study import Budget, EvalSpec, Study, arm
@@ -103,8 +103,8 @@ def test_an_absurd_size_is_one_line_naming_the_field_and_its_limit(size, tmp_pat
 
 
 def test_the_memory_floor_by_hand():
-    from ablate.resources import BYTES_PER_TOKEN, size_problems
-    from ablate.spec import Budget, EvalSpec
+    from ablate.factors.spec import Budget, EvalSpec
+    from ablate.study.resources import BYTES_PER_TOKEN, size_problems
 
     assert BYTES_PER_TOKEN == 33
     budget = Budget(prompts_per_step=2, group_size=2, max_new_tokens=10)
@@ -240,8 +240,8 @@ def test_a_store_failure_names_the_database_that_failed(tmp_path):
     import sqlite3
 
     from ablate import tracking
-    from ablate.errors import StoreError
-    from ablate.store_failures import store_errors
+    from ablate.base.errors import StoreError
+    from ablate.study.store_failures import store_errors
 
     store = tracking.open_store(tracking.default_uri(tmp_path))
     leases = f"sqlite:///{tmp_path / 'leases.db'}"

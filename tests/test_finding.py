@@ -8,8 +8,8 @@ import dataclasses
 import pytest
 
 import ablate
-from ablate.errors import StudyError
-from ablate.finding import Finding
+from ablate.base.errors import StudyError
+from ablate.factors.finding import Finding
 from ablate.study import Budget, Cells, Study, arm
 
 GOOD = dict(

@@ -29,11 +29,11 @@ import pytest
 import torch
 
 import ablate
-from ablate.presets import baseline_names
-from ablate.spec import Budget, EvalSpec, TrialSpec
+from ablate.factors.presets import baseline_names
+from ablate.factors.spec import Budget, EvalSpec, TrialSpec
 from ablate.testing import zoo_model_built
 from ablate.tracking import MemoryTracker
-from ablate.trainer import train
+from ablate.trial import train
 
 pytestmark = [
     pytest.mark.skipif(not zoo_model_built("rl_ready"), reason="zoo not available"),

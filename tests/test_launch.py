@@ -13,17 +13,17 @@ from pathlib import Path
 import pytest
 
 from ablate import tracking
-from ablate.cli import main
-from ablate.errors import ConfigError
+from ablate.base.errors import ConfigError
+from ablate.commands.cli import main
 from ablate.launch.options import Launch, SlurmOptions, resolve
 from ablate.launch.slurm import array_launcher, run_array_task, submit, wait
-from ablate.runner import identified_trials, run_study
 from ablate.study import load_study
+from ablate.study.runner import identified_trials, run_study
 from ablate.testing import exactly_once_problems, study_ledger, zoo_model_built
 
 pytestmark = [
     pytest.mark.filterwarnings("ignore:The ``noload`` loader strategy:DeprecationWarning"),
-    pytest.mark.filterwarnings("ignore::ablate.errors.StudyWarning"),
+    pytest.mark.filterwarnings("ignore::ablate.base.errors.StudyWarning"),
 ]
 needs_zoo = pytest.mark.skipif(not zoo_model_built("hopeless"), reason="zoo model 'hopeless'")
 

@@ -10,8 +10,8 @@ import time
 
 import pytest
 
-from ablate.lease import LeaseLost, LeaseStore, TrialLease, owner_is_dead
-from ablate.locks import file_lock
+from ablate.base.locks import file_lock
+from ablate.study.lease import LeaseLost, LeaseStore, TrialLease, owner_is_dead
 from ablate.tracking import open_store
 
 

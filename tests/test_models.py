@@ -12,7 +12,7 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from ablate.errors import ConfigError
+from ablate.base.errors import ConfigError
 from ablate.models import (
     load_model,
     model_location,
@@ -26,7 +26,7 @@ from ablate.models.recipe import ModelSize
 from ablate.models.store import SHIPPED_DIR, save_checkpoint
 from ablate.models.tokenizer import SPECIAL_TOKENS, build_char_tokenizer, char_vocab
 from ablate.tasks import get_task, synthetic_charset
-from ablate.templates import get_template, template_names
+from ablate.tasks.templates import get_template, template_names
 
 MICRO = ModelSize(hidden=32, intermediate=64, layers=1, heads=2, max_positions=192)
 TRICKY = "Question: 28 + 65 =\n\tAnswer:  28+65=93;#### 93 . , ! ? <b> {x} \\boxed{1}\n\n"

@@ -10,11 +10,11 @@ import math
 import pytest
 import torch
 
-from ablate.advantages import group_advantages
-from ablate.algorithms import Algorithm
-from ablate.errors import ConfigError
-from ablate.objective import AGGREGATIONS, policy_loss
-from ablate.shaping import floor_rewards
+from ablate.base.errors import ConfigError
+from ablate.factors.advantages import group_advantages
+from ablate.factors.algorithms import Algorithm
+from ablate.factors.objective import AGGREGATIONS, policy_loss
+from ablate.stages.shaping import floor_rewards
 
 
 # --- MaxRL ---------------------------------------------------------------------------------------
@@ -69,7 +69,7 @@ def test_reward_floor_maps_zero_one_rewards_onto_floor_one():
 def test_w_reinforce_advantages_are_the_authors():
     # RLVR-Decomposed's "weighted" advantage from 0/1 scores: λ for a correct sample, 0 - 1 for a
     # wrong one (no baseline, no std), here with λ = 0.1
-    from ablate.presets import baseline
+    from ablate.factors.presets import baseline
 
     algo = baseline("w_reinforce")
     scores = torch.tensor([1.0, 0.0, 0.0, 0.0, 1.0, 1.0, 1.0, 1.0])

@@ -13,12 +13,12 @@ from typing import Literal, get_args
 import pytest
 import torch
 
-from ablate.algorithms import Algorithm, Surrogate
-from ablate.errors import ConfigError
-from ablate.objective import policy_loss
+from ablate.base.errors import ConfigError
+from ablate.base.registry import FieldRule, finite
+from ablate.factors.algorithms import Algorithm, Surrogate
+from ablate.factors.objective import policy_loss
+from ablate.factors.surrogates import CLIP_HIGH, SURROGATES
 from ablate.peers import export_config, matrix_rows
-from ablate.registry import FieldRule, finite
-from ablate.surrogates import CLIP_HIGH, SURROGATES
 
 WITH_TEMPERED = (*get_args(Surrogate), "tempered")
 

@@ -1,4 +1,4 @@
-"""Hand-computed values, invariants and autograd checks for ablate.objective."""
+"""Hand-computed values, invariants and autograd checks for ablate.factors.objective."""
 
 from __future__ import annotations
 
@@ -8,9 +8,15 @@ import math
 import pytest
 import torch
 
-from ablate.advantages import group_advantages
-from ablate.algorithms import Algorithm
-from ablate.objective import AGGREGATIONS, KL_ESTIMATORS, RATIOS, clipped_surrogate, policy_loss
+from ablate.factors.advantages import group_advantages
+from ablate.factors.algorithms import Algorithm
+from ablate.factors.objective import (
+    AGGREGATIONS,
+    KL_ESTIMATORS,
+    RATIOS,
+    clipped_surrogate,
+    policy_loss,
+)
 
 BASE = Algorithm()
 

@@ -51,7 +51,7 @@ def test_wheel_includes_the_presets(tmp_path):
     names = zipfile.ZipFile(wheel).namelist()
     for preset in ("grpo", "dr_grpo", "dapo", "gspo", "ppo"):
         assert f"baselines/{preset}.py" in names
-    assert "ablate/objective.py" in names
+    assert "ablate/factors/objective.py" in names
     tops = {name.split("/")[0] for name in names if "/" in name}
     assert tops == {"ablate", "baselines", "ablate-0.1.0.dist-info"}, tops
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import torch
 
-from ablate import fast_llama
+from ablate.models import fast_llama
 from ablate.testing import char_tokenizer, tiny_llama
 
 

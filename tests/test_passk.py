@@ -8,11 +8,11 @@ import math
 import numpy as np
 import pytest
 
-from ablate.errors import ConfigError
-from ablate.passk import bootstrap_ci, pass_at_k, pass_hat_k, signal_probability
-from ablate.passk_sweep import SWEEP_COLUMNS, passk_sweep
-from ablate.records import SamplingParams
+from ablate.base.errors import ConfigError
+from ablate.base.passk import bootstrap_ci, pass_at_k, pass_hat_k, signal_probability
+from ablate.base.records import SamplingParams
 from ablate.testing import ScriptedEngine, ToyTask, ToyTemplate
+from ablate.trial.passk_sweep import SWEEP_COLUMNS, passk_sweep
 
 
 def brute_force(n: int, c: int, k: int) -> tuple[float, float]:

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ablate import cli, passk_sweep
+from ablate.commands import cli
 from ablate.commands import passk as passk_command
 from ablate.testing import ScriptedEngine, ToyTask, ToyTemplate
+from ablate.trial import passk_sweep
 
 
 def test_passk_command_prints_and_writes_csv(tmp_path, monkeypatch, capsys):

@@ -11,15 +11,15 @@ from typing import get_args, get_type_hints
 
 import pytest
 
-from ablate.algorithms import Algorithm
-from ablate.cli import main
-from ablate.errors import ConfigError
-from ablate.objective import FACTORS
+from ablate.base.errors import ConfigError
+from ablate.commands.cli import main
+from ablate.factors.algorithms import Algorithm
+from ablate.factors.objective import FACTORS
+from ablate.factors.presets import baseline, baseline_names
+from ablate.factors.surrogates import SURROGATES
 from ablate.peers import PEERS, PeerBudget, export_config, matrix_rows
 from ablate.peers.export import hydra_value
 from ablate.peers.model import field_names, value_classes
-from ablate.presets import baseline, baseline_names
-from ablate.surrogates import SURROGATES
 
 #: Fields only some registry entries read: a table may leave them out (like a new surrogate's
 #: value), and then refuses them as unmapped; every other field must be mapped.

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from ablate import tracking
-from ablate.cli import main
+from ablate.commands.cli import main
 from ablate.report.stats import design
 from ablate.report.stats.crossed import crossed
 from ablate.report.stats.design import Components, Cost

@@ -9,11 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from ablate import preflight
-from ablate.cli import main
-from ablate.errors import ConfigError
+from ablate.base.errors import ConfigError
+from ablate.commands.cli import main
 from ablate.models import zoo_path
-from ablate.study import Study, arm
+from ablate.study import Study, arm, preflight
 
 GSM8K = Path(__file__).parent / "fixtures" / "gsm8k_small.jsonl"
 

@@ -9,7 +9,7 @@ import re
 import pytest
 
 import ablate
-from ablate.errors import ConfigError
+from ablate.base.errors import ConfigError
 
 # The differences the papers define (see each baselines/ module's citations).
 EXPECTED_DIFF = {

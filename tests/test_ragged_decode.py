@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from ablate import fast_llama
-from ablate.decode_cache import MIN_ROWS, grouped_attention, rows_to_keep
-from ablate.records import SamplingParams
+from ablate.base.records import SamplingParams
+from ablate.models import fast_llama
+from ablate.models.decode_cache import MIN_ROWS, grouped_attention, rows_to_keep
 from ablate.rollout.hf import HFEngine, sample_next
 from ablate.testing import zoo_model_built
 
@@ -25,7 +25,7 @@ def rl_ready():
 
 def prompts(count: int, template: str = "plain") -> tuple[list[str], tuple[str, ...]]:
     from ablate.tasks import get_task
-    from ablate.templates import get_template
+    from ablate.tasks.templates import get_template
 
     tpl = get_template(template)
     problems = get_task("arithmetic").problems("eval")[:count]

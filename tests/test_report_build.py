@@ -181,7 +181,7 @@ STUDY = Study(
 def test_ablate_report_leaves_a_study_still_training_elsewhere_running(tmp_path):
     """A report written while another runner trains a trial must not close the study's parent
     run: that runner closes it when it is done (the runner's rule, `runner._close_parent`)."""
-    from ablate.cli import main
+    from ablate.commands.cli import main
 
     study_file = tmp_path / "synth.py"
     study_file.write_text(SYNTH_STUDY_FILE)
@@ -201,7 +201,7 @@ def test_ablate_report_leaves_a_study_still_training_elsewhere_running(tmp_path)
 
 
 def test_an_unknown_curve_axis_is_one_line_before_anything_is_read(tmp_path, capsys):
-    from ablate.cli import main
+    from ablate.commands.cli import main
 
     study_file = tmp_path / "synth.py"
     study_file.write_text(SYNTH_STUDY_FILE)
@@ -302,7 +302,7 @@ def test_cells_below_three_seeds_show_a_mean_only(report):
 
 
 STUDY_FILE = """
-from ablate.finding import Finding
+from ablate.factors.finding import Finding
 from ablate.study import Budget, EvalSpec, Study, arm
 
 STUDY = Study(
@@ -333,7 +333,7 @@ STUDY = Study(
 def test_a_report_of_several_studies_writes_each_and_tests_their_findings_together(
     report, tmp_path, capsys
 ):
-    from ablate.cli import main
+    from ablate.commands.cli import main
     from ablate.study import load_study
 
     study, results, _, _ = report
@@ -361,7 +361,7 @@ def test_a_report_of_several_studies_writes_each_and_tests_their_findings_togeth
 
 
 def test_a_report_of_several_studies_none_of_which_ran_creates_nothing(tmp_path, capsys):
-    from ablate.cli import main
+    from ablate.commands.cli import main
 
     results, out = tmp_path / "results", tmp_path / "reports"
     files = [tmp_path / "a.py", tmp_path / "b.py"]

@@ -12,12 +12,12 @@ import numpy as np
 import pytest
 from matplotlib.colors import to_hex
 
-from ablate.presets import baseline
+from ablate.factors.presets import baseline
+from ablate.factors.spec import CurveSpec
 from ablate.report.curves import analysis, compare, section
 from ablate.report.render import figures, formats
 from ablate.report.render.palette import study_styles
 from ablate.report.render.tables import build_tables
-from ablate.spec import CurveSpec
 from ablate.testing import study_data
 from devtools.calibration.curve_model import CurveModel, simulate_seed
 

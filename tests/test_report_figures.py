@@ -12,13 +12,13 @@ import pandas as pd
 import pytest
 from scipy import stats as sps
 
-from ablate.errors import ConfigError
-from ablate.presets import baseline
+from ablate.base.errors import ConfigError
+from ablate.factors.presets import baseline
+from ablate.factors.spec import CurveSpec
 from ablate.report.render import forest, multiples, palette, paper, selection
 from ablate.report.render.tables import build_tables
 from ablate.report.stats import contrasts as cx
 from ablate.report.stats.inference import Estimate
-from ablate.spec import CurveSpec
 from ablate.testing import study_data
 
 REF = dataclasses.replace(baseline("grpo"), kl_coef=0.0)

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from ablate.presets import baseline
+from ablate.factors.presets import baseline
 from ablate.report.claims import sentences as fd
 from ablate.report.render import formats, headline
 from ablate.report.render.tables import build_tables
@@ -320,7 +320,7 @@ def test_the_headline_reads_the_final_checkpoint_never_the_best_and_says_so():
 def test_an_arm_whose_every_trial_failed_is_reported_beside_one_with_per_problem_records():
     """The reference has per-problem eval records, the other arm (every trial failed) none: the
     report is built, and the failed arm's contrast holds no number."""
-    from ablate.algorithms import Algorithm
+    from ablate.factors.algorithms import Algorithm
     from ablate.report.render.tables import build_tables
 
     algos = {"grpo": Algorithm(), "dapo": Algorithm(clip_high=0.28)}

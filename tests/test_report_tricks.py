@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from ablate.algorithms import Algorithm
+from ablate.factors.algorithms import Algorithm
 from ablate.report.claims import rules
 from ablate.report.claims.paper import finding_claims
 from ablate.report.render import formats

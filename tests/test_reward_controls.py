@@ -9,11 +9,11 @@ import dataclasses
 import pytest
 
 from ablate import arm
-from ablate.algorithms import Algorithm
-from ablate.errors import ConfigError
-from ablate.overrides import split_overrides
+from ablate.base.errors import ConfigError
+from ablate.factors.algorithms import Algorithm
+from ablate.factors.overrides import split_overrides
+from ablate.factors.spec import TrialSpec
 from ablate.report.data.load import _algorithm_from
-from ablate.spec import TrialSpec
 
 NEW_SPELLING = r"random_reward=0\.5 is now written reward_control='random', reward_control_p=0\.5"
 

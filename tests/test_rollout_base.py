@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from ablate.errors import ConfigError
+from ablate.base.errors import ConfigError
 from ablate.rollout import RolloutEngine, Rollouts, SamplingParams
 from ablate.testing import ScriptedEngine
 

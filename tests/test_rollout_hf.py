@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from ablate.records import SamplingParams
+from ablate.base.records import SamplingParams
 from ablate.rollout.hf import HFEngine, filter_top_k_top_p, sample_next
 from ablate.testing import char_tokenizer, tiny_llama
 

@@ -8,8 +8,8 @@ import math
 import pytest
 import torch
 
-from ablate.errors import ConfigError
-from ablate.records import SamplingParams
+from ablate.base.errors import ConfigError
+from ablate.base.records import SamplingParams
 from ablate.testing import char_tokenizer, tiny_llama
 
 HAVE_VLLM = torch.cuda.is_available() and importlib.util.find_spec("vllm") is not None

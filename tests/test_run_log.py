@@ -33,7 +33,7 @@ def test_a_killed_run_logged_to_a_file_says_where_it_was(tmp_path):
     study = tmp_path / "logged.py"
     study.write_text(textwrap.dedent(STUDY))
     log = tmp_path / "run.log"
-    cmd = [sys.executable, "-m", "ablate.cli", "run", str(study), "--log-every", "1"]
+    cmd = [sys.executable, "-m", "ablate.commands.cli", "run", str(study), "--log-every", "1"]
     cmd += ["--results", str(tmp_path / "results")]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     with log.open("w") as out:
@@ -64,7 +64,7 @@ def test_a_run_with_workers_logs_every_trials_steps(tmp_path):
     each line named by its trial (they interleave)."""
     study = tmp_path / "logged.py"
     study.write_text(textwrap.dedent(STUDY).replace("max_steps=40", "max_steps=6"))
-    cmd = [sys.executable, "-m", "ablate.cli", "run", str(study), "--log-every", "2"]
+    cmd = [sys.executable, "-m", "ablate.commands.cli", "run", str(study), "--log-every", "2"]
     cmd += ["--results", str(tmp_path / "results"), "--workers", "2"]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
@@ -85,7 +85,7 @@ def test_a_run_with_workers_logs_every_trials_steps(tmp_path):
 
 def test_train_with_results_is_a_trial_run_of_an_adhoc_study(tmp_path, capsys):
     from ablate import tracking
-    from ablate.cli import main
+    from ablate.commands.cli import main
 
     results = tmp_path / "results"
     argv = ["train", "--steps", "2", "--eval-problems", "2", "--set", "group_size=2"]
@@ -115,7 +115,7 @@ def test_train_with_results_is_a_trial_run_of_an_adhoc_study(tmp_path, capsys):
 
 
 def test_train_refuses_run_dir_with_results(tmp_path, capsys):
-    from ablate.cli import main
+    from ablate.commands.cli import main
 
     argv = ["train", "--run-dir", str(tmp_path / "a"), "--results", str(tmp_path / "b")]
     assert main(argv) == 2

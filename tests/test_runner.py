@@ -14,8 +14,8 @@ import pytest
 
 from ablate import tracking
 from ablate.models import zoo_names
-from ablate.runner import identified_trials
 from ablate.study import load_study
+from ablate.study.runner import identified_trials
 
 pytestmark = pytest.mark.skipif("hopeless" not in zoo_names(), reason="zoo not available")
 
@@ -47,7 +47,15 @@ def write_study(tmp_path: Path, steps: int, passk: str = "None") -> Path:
 
 def ablate_run(study: Path, results: Path, **kw) -> subprocess.Popen:
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    cmd = [sys.executable, "-m", "ablate.cli", "run", str(study), "--results", str(results)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "ablate.commands.cli",
+        "run",
+        str(study),
+        "--results",
+        str(results),
+    ]
     return subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, **kw)
 
 

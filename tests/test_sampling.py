@@ -8,8 +8,8 @@ import math
 import numpy as np
 import pytest
 
-from ablate.passk import mean_pass_at_k, pass_at_k, pass_at_k_per_problem
-from ablate.records import SamplingParams
+from ablate.base.passk import mean_pass_at_k, pass_at_k, pass_at_k_per_problem
+from ablate.base.records import SamplingParams
 from ablate.rollout.sample import correct_matrix, sample_and_verify
 from ablate.testing import ScriptedEngine, ToyTask, ToyTemplate
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from ablate.cli import main
 from ablate.commands import sequential as seqrun
+from ablate.commands.cli import main
 from ablate.report.stats import sequential as sq
 from ablate.study import Study, arm
 from devtools.calibration import sequential as calib

@@ -93,7 +93,7 @@ def test_ablate_ui_stops_mlflow_and_uvicorn_on_sigterm(tmp_path):
     cmd = [
         sys.executable,
         "-m",
-        "ablate.cli",
+        "ablate.commands.cli",
         "ui",
         "--results",
         str(tmp_path),
@@ -137,7 +137,7 @@ def test_the_server_never_outlives_ablate_whatever_signal_ends_it(signum):
 
 
 def test_a_taken_port_is_one_line_suggesting_a_free_one_and_writes_nothing(tmp_path, capsys):
-    from ablate.cli import main
+    from ablate.commands.cli import main
 
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))

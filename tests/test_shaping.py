@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from ablate.batch import expand_groups, informative_groups
-from ablate.shaping import mask_truncated, soft_overlong_penalty
+from ablate.stages.batch import expand_groups, informative_groups
+from ablate.stages.shaping import mask_truncated, soft_overlong_penalty
 
 
 def test_informative_groups_keep_mixed_groups_only():

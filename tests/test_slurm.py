@@ -21,9 +21,9 @@ from pathlib import Path
 import pytest
 
 from ablate import tracking
-from ablate.checkpoint import checkpoint_dirs
-from ablate.runner import identified_trials
+from ablate.stages.checkpoint import checkpoint_dirs
 from ablate.study import load_study
+from ablate.study.runner import identified_trials
 from ablate.testing import exactly_once_problems, study_ledger, zoo_model_built
 
 pytestmark = [
@@ -66,7 +66,7 @@ def env(cluster) -> dict[str, str]:
 
 
 def ablate(cluster, *args: str, cwd: Path, timeout: float = 600) -> subprocess.CompletedProcess:
-    cmd = [sys.executable, "-m", "ablate.cli", *args]
+    cmd = [sys.executable, "-m", "ablate.commands.cli", *args]
     done = subprocess.run(
         cmd, cwd=cwd, env=env(cluster), capture_output=True, text=True, timeout=timeout
     )
@@ -216,7 +216,7 @@ def first_checkpoint(results: Path, name: str, trial_ids: list[str]) -> str | No
 
 
 def lease_owner(results: Path, name: str, trial_id: str) -> str | None:
-    from ablate.lease import LeaseStore
+    from ablate.study.lease import LeaseStore
 
     uri = tracking.default_uri(results)
     held = LeaseStore(tracking.open_store(uri).lease_url(results)).holder(f"{name}/{trial_id}")

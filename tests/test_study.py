@@ -12,8 +12,8 @@ import warnings
 import pytest
 
 import ablate
-from ablate.cli import main
-from ablate.errors import StudyError, StudyWarning
+from ablate.base.errors import StudyError, StudyWarning
+from ablate.commands.cli import main
 from ablate.study import (
     Budget,
     Cells,
@@ -179,7 +179,7 @@ def test_trials_share_budget_and_seeds_across_arms():
 
 
 def test_trial_id_ignores_defaults_so_new_factors_keep_old_ids():
-    from ablate.spec import TrialSpec
+    from ablate.factors.spec import TrialSpec
 
     a = TrialSpec(algorithm=ablate.baseline("grpo"), model="rl_ready")
     explicit = TrialSpec(algorithm=ablate.baseline("grpo"), model="rl_ready", engine="hf")
@@ -286,8 +286,8 @@ def test_path_between_named_algorithms_and_one_at_a_time_base_name():
     ],
 )
 def test_study_and_trial_refuse_bad_settings_by_the_same_rule(changes, problem):
-    from ablate.errors import ConfigError
-    from ablate.spec import TrialSpec
+    from ablate.base.errors import ConfigError
+    from ablate.factors.spec import TrialSpec
 
     with pytest.raises(StudyError, match=re.escape(problem)):
         Study(**{**OK, **changes})

@@ -20,7 +20,7 @@ from ablate.commands.study_progress import (
     duration_text,
     seconds_left,
 )
-from ablate.runner import RunHooks
+from ablate.study.runner import RunHooks
 
 
 def running(total: int, done: int) -> TrialState:

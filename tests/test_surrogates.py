@@ -10,11 +10,11 @@ import math
 import pytest
 import torch
 
-from ablate.advantages import SCALES, group_advantages
-from ablate.algorithms import Algorithm
-from ablate.objective import AGGREGATIONS, FACTORS, TRUST_REGIONS, policy_loss
-from ablate.shaping import ROLLOUT_CORRECTIONS
-from ablate.surrogates import SURROGATES
+from ablate.factors.advantages import SCALES, group_advantages
+from ablate.factors.algorithms import Algorithm
+from ablate.factors.objective import AGGREGATIONS, FACTORS, TRUST_REGIONS, policy_loss
+from ablate.factors.surrogates import SURROGATES
+from ablate.stages.shaping import ROLLOUT_CORRECTIONS
 
 SETTINGS = {
     "clip": {"clip_high": 0.28},

@@ -7,10 +7,10 @@ from collections import Counter
 
 import pytest
 
-from ablate.errors import ConfigError
+from ablate.base.errors import ConfigError
 from ablate.tasks import CHARSET, get_task
 from ablate.tasks.arithmetic import LEVELS, Level, chain
-from ablate.templates import get_template, template_names
+from ablate.tasks.templates import get_template, template_names
 
 PLAIN = get_template("plain")
 
@@ -174,7 +174,7 @@ def test_impossible_split_sizes_raise_config_error(monkeypatch):
 
 
 def test_subsets_select_measured_problems_and_refuse_other_options():
-    from ablate.errors import ConfigError
+    from ablate.base.errors import ConfigError
     from ablate.tasks import get_task
 
     options = {"layout": "pre", "difficulty": "medium", "n_eval": 2000}

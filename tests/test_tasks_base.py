@@ -10,10 +10,10 @@ from typing import ClassVar
 
 import pytest
 
-from ablate.errors import ConfigError
+from ablate.base.errors import ConfigError
 from ablate.tasks import CHARSET, Problem, Task, Verdict, get_task, task_names
 from ablate.tasks.base import TIMEOUT, Split
-from ablate.templates import get_template, template_names
+from ablate.tasks.templates import get_template, template_names
 
 FIXTURES = Path(__file__).parent / "fixtures"
 

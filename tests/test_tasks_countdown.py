@@ -8,11 +8,11 @@ from fractions import Fraction
 
 import pytest
 
-from ablate.errors import ConfigError
+from ablate.base.errors import ConfigError
 from ablate.tasks import get_task
 from ablate.tasks.base import Problem
 from ablate.tasks.safe_eval import MAX_DEPTH, ExpressionError, evaluate
-from ablate.templates import get_template, template_names
+from ablate.tasks.templates import get_template, template_names
 
 PLAIN = get_template("plain")
 

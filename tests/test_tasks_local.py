@@ -10,9 +10,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from ablate.errors import ConfigError
+from ablate.base.errors import ConfigError
 from ablate.tasks import get_task
-from ablate.templates import get_template
+from ablate.tasks.templates import get_template
 
 FIXTURES = Path(__file__).parent / "fixtures"
 GSM8K = FIXTURES / "gsm8k_small.jsonl"

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from ablate.errors import ConfigError
+from ablate.base.errors import ConfigError
 from ablate.tasks import CHARSET
-from ablate.templates import (
+from ablate.tasks.templates import (
     MILD_VARIANT,
     STRONG_VARIANT,
     TRAINING_TEMPLATE,

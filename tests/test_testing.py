@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from ablate.errors import ConfigError
-from ablate.records import SamplingParams
+from ablate.base.errors import ConfigError
+from ablate.base.records import SamplingParams
 from ablate.testing import (
     ScriptedEngine,
     ToyTask,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ablate import threads
+from ablate.base import threads
 
 STAT = "cpu  {total}\ncpu0 {cpu0}\ncpu1 {cpu1}\ncpu2 {cpu2}\nintr 1 2 3\n"
 

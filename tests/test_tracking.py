@@ -13,7 +13,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from ablate.algorithms import Algorithm
+from ablate.base.store.common import FLUSH_EVERY_STEPS, PARAM_MAX_CHARS, TAG_MAX_CHARS
+from ablate.factors.algorithms import Algorithm
 from ablate.tracking import (
     MemoryTracker,
     NullTracker,
@@ -24,7 +25,6 @@ from ablate.tracking import (
     environment_tags,
     open_store,
 )
-from ablate.tracking.common import FLUSH_EVERY_STEPS, PARAM_MAX_CHARS, TAG_MAX_CHARS
 from ablate.tracking.files import FileStore
 from ablate.tracking.mlflow import MLflowStore, MLflowStudy
 from ablate.tracking.mlflow_tracker import MLflowTracker
@@ -372,7 +372,7 @@ def test_store_failures_are_the_store_s_to_classify(store, tmp_path):
 def test_background_runs_one_call_at_a_time_and_hands_errors_back():
     import threading
 
-    from ablate.tracking.common import Background
+    from ablate.base.store.common import Background
 
     release, order = threading.Event(), []
     sender = Background()

@@ -16,9 +16,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from ablate.cli import main
-from ablate.runner import identified_trials, run_study
+from ablate.commands.cli import main
 from ablate.study import load_study
+from ablate.study.runner import identified_trials, run_study
 from ablate.testing import exactly_once_problems, study_ledger, zoo_model_built
 from ablate.tracking import StudyRun, StudyStore, Tracker, open_store
 from ablate.tracking.files import FileStore
@@ -240,7 +240,7 @@ def _write(folder: Path, text: str) -> Path:
 
 def _ablate(*args: str, fault: str = "") -> subprocess.CompletedProcess:
     env = {**os.environ, "OMP_NUM_THREADS": "1", "ABLATE_FAULT": fault}
-    cmd = [sys.executable, "-m", "ablate.cli", *args]
+    cmd = [sys.executable, "-m", "ablate.commands.cli", *args]
     return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
 
 

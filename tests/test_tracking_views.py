@@ -101,7 +101,7 @@ def test_the_view_hides_the_runs_of_trials_an_edited_study_dropped(tmp_path):
     Results written before the tag existed keep the unfiltered view."""
     from mlflow.tracking import MlflowClient
 
-    from ablate.tracking.tags import CURRENT
+    from ablate.base.store.tags import CURRENT
 
     uri = default_uri(tmp_path)
     store = open_store(uri)

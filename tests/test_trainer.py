@@ -9,20 +9,20 @@ import re
 import pytest
 import torch
 
-from ablate.algorithms import Algorithm
-from ablate.batch import PromptStream, StepSampler, collect_batch
-from ablate.checkpoint import TRAINER, checkpoint_dirs
-from ablate.estimators import make_estimator
-from ablate.forward import frozen_pass
-from ablate.records import Counters
-from ablate.shaping import shape
-from ablate.spec import Budget, EvalSpec, TrialSpec
+from ablate.base.records import Counters
+from ablate.factors.algorithms import Algorithm
+from ablate.factors.spec import Budget, EvalSpec, TrialSpec
+from ablate.stages.batch import PromptStream, StepSampler, collect_batch
+from ablate.stages.checkpoint import TRAINER, checkpoint_dirs
+from ablate.stages.estimators import make_estimator
+from ablate.stages.forward import frozen_pass
+from ablate.stages.shaping import shape
 from ablate.tasks import get_task
 from ablate.tasks.base import CHARSET
-from ablate.templates import get_template
+from ablate.tasks.templates import get_template
 from ablate.testing import ScriptedEngine, char_tokenizer, tiny_llama
 from ablate.tracking import MemoryTracker
-from ablate.trainer import setup_trial, train
+from ablate.trial import setup_trial, train
 
 
 def shaped_and_estimated(batch, policy, ref, algo, estimator=None):
@@ -288,7 +288,7 @@ def test_gae_batch_has_per_token_advantages_and_kl_in_the_token_rewards():
 
 
 def frozen(model, batch):
-    from ablate.forward import frozen_logprobs
+    from ablate.stages.forward import frozen_logprobs
 
     return frozen_logprobs(model, batch.rollouts, spec().budget.temperature)
 

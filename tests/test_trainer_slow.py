@@ -8,8 +8,8 @@ import statistics
 import pytest
 
 import ablate
-from ablate.spec import Budget, EvalSpec, TrialSpec
-from ablate.trainer import train
+from ablate.factors.spec import Budget, EvalSpec, TrialSpec
+from ablate.trial import train
 
 SEEDS = (0, 1, 2)
 

@@ -7,9 +7,9 @@ import math
 import pytest
 
 import ablate
-from ablate.spec import Budget, EvalSpec, TrialSpec
+from ablate.factors.spec import Budget, EvalSpec, TrialSpec
 from ablate.tracking import MemoryTracker
-from ablate.trainer import train
+from ablate.trial import train
 
 pytestmark = pytest.mark.filterwarnings("ignore:ratio_level=:UserWarning")
 

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from ablate.confounds import differing_fields
-from ablate.errors import StudyWarning
+from ablate.base.errors import StudyWarning
+from ablate.factors.confounds import differing_fields
 from ablate.study import load_study
 
 STUDIES = Path(__file__).resolve().parents[1] / "studies"

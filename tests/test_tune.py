@@ -6,13 +6,13 @@ from __future__ import annotations
 import optuna
 import pytest
 
-import ablate.tune
-from ablate.cli import main
-from ablate.errors import StudyError
+import ablate.study.tune
+from ablate.base.errors import StudyError
+from ablate.commands.cli import main
 from ablate.study import Budget, EvalSpec, SearchSpace, Study, arm
 from ablate.testing import zoo_model_built
 from ablate.tracking import open_store
-from ablate.trainer import TrialResult
+from ablate.trial import TrialResult
 
 pytestmark = pytest.mark.filterwarnings("ignore:The ``noload`` loader strategy:DeprecationWarning")
 
@@ -84,8 +84,10 @@ def test_median_pruner_stops_a_clearly_worse_trial(tmp_path, monkeypatch):
             progress(step, 10, {"eval/pass_at_1": value, "reward/mean": value})
         return TrialResult(spec.id, "finished", 10, final_eval={"eval/pass_at_1": value})
 
-    monkeypatch.setattr(ablate.tune, "train", fake_train)
-    result = ablate.tune.tune(_stub_study(), n_trials=3, startup_trials=2, results_dir=tmp_path)
+    monkeypatch.setattr(ablate.study.tune, "train", fake_train)
+    result = ablate.study.tune.tune(
+        _stub_study(), n_trials=3, startup_trials=2, results_dir=tmp_path
+    )
 
     assert [t["state"] for t in result.trials] == ["COMPLETE", "COMPLETE", "PRUNED"]
     assert len(reached) == 10 + 10 + 1  # pruned at its first eval
@@ -102,9 +104,9 @@ def test_sampled_values_reach_algorithm_and_optim():
         clip_high=SearchSpace(choices=[0.2, 0.28]),
     )
     trial = optuna.trial.FixedTrial({"lr": 2e-5, "minibatches": 2, "clip_high": 0.28})
-    values = ablate.tune.sample(trial, study.search)
-    base = ablate.tune.base_trial(study)
-    spec = ablate.tune.apply(base.spec, study.search, values, "stub-tune")
+    values = ablate.study.tune.sample(trial, study.search)
+    base = ablate.study.tune.base_trial(study)
+    spec = ablate.study.tune.apply(base.spec, study.search, values, "stub-tune")
 
     assert values == {"lr": 2e-5, "minibatches": 2, "clip_high": 0.28}
     assert isinstance(values["minibatches"], int)  # int bounds -> an int dimension
@@ -116,4 +118,4 @@ def test_sampled_values_reach_algorithm_and_optim():
 def test_tune_without_search_space_is_a_one_line_error(tmp_path):
     study = Study(name="nospace", base_models=["hopeless"], arms=[arm("grpo", "grpo")], passk=None)
     with pytest.raises(StudyError, match="declares no search space"):
-        ablate.tune.tune(study, n_trials=1, results_dir=tmp_path)
+        ablate.study.tune.tune(study, n_trials=1, results_dir=tmp_path)

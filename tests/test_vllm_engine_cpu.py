@@ -1,4 +1,4 @@
-"""`VLLMEngine` on the CPU against a fake `vllm` (ablate.testing_vllm) that records what ablate
+"""`VLLMEngine` on the CPU against a fake `vllm` (ablate.testing.vllm) that records what ablate
 passes to vLLM: the `LLM(...)` arguments, each `SamplingParams`, the seeds, weight syncs and
 shutdowns. Each test pins one of the fixes of issue 34 to the values vLLM's source needs."""
 
@@ -12,12 +12,12 @@ from pathlib import Path
 import pytest
 import torch
 
-from ablate.errors import ConfigError
-from ablate.records import Rollouts, SamplingParams
+from ablate.base.errors import ConfigError
+from ablate.base.records import Rollouts, SamplingParams
+from ablate.factors.spec import Budget, EvalSpec, TrialSpec
 from ablate.rollout import vllm as vllm_engine
-from ablate.spec import Budget, EvalSpec, TrialSpec
 from ablate.testing import char_tokenizer, tiny_llama
-from ablate.testing_vllm import FakeVLLM
+from ablate.testing.vllm import FakeVLLM
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -156,7 +156,7 @@ def test_rollouts_carry_the_engines_logprobs_and_no_entropy(fake, model_and_toke
 
 
 def test_entropy_absent_never_becomes_a_nan_metric():
-    from ablate.diagnostics import entropy_metrics
+    from ablate.stages.diagnostics import entropy_metrics
 
     mask = torch.ones(2, 3)
     assert entropy_metrics(None, mask) == {}
@@ -183,7 +183,7 @@ def test_greedy_single_samples_and_the_bounds_are_accepted(fake, model_and_token
 
 
 def test_a_vllm_trial_with_a_temperature_vllm_refuses_fails_at_construction():
-    from ablate.presets import baseline
+    from ablate.factors.presets import baseline
 
     with pytest.raises(ConfigError, match=r"budget\.temperature=3\.0"):
         TrialSpec(
@@ -240,7 +240,7 @@ def test_the_zoo_tokenizer_round_trips_through_save_and_autotokenizer(tmp_path):
 
 
 def test_a_bf16_autocast_trial_samples_in_bf16_from_its_fp32_model(fake, model_and_tokenizer):
-    from ablate.trainer.setup import _default_engine
+    from ablate.trial.setup import _default_engine
 
     model, tokenizer = model_and_tokenizer
     engine = _default_engine("vllm", "cuda", "bf16")(model, tokenizer)

@@ -10,8 +10,8 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from ablate.cli import main
-from ablate.errors import ConfigError
+from ablate.base.errors import ConfigError
+from ablate.commands.cli import main
 from ablate.models import (
     build,
     catalog,
@@ -29,7 +29,7 @@ from ablate.models.recipe import Band, ModelSize, PassKMeasure, PretrainSpec, Ru
 from ablate.models.store import SHIPPED_DIR, cache_dir, read_meta, weights_sha256, write_meta
 from ablate.models.tokenizer import build_char_tokenizer
 from ablate.tasks import get_task, synthetic_charset
-from ablate.templates import MILD_VARIANT, STRONG_VARIANT, TRAINING_TEMPLATE, get_template
+from ablate.tasks.templates import MILD_VARIANT, STRONG_VARIANT, TRAINING_TEMPLATE, get_template
 
 RUNG_ORDER = ("hopeless", "mid", "rl_ready", "saturated")
 EVAL_TEMPLATES = (TRAINING_TEMPLATE, MILD_VARIANT, STRONG_VARIANT)

@@ -16,8 +16,8 @@ def aliases(
     cookbook, nanochat) as ablate's factor vector, read from its source at a named commit.
     `arm(name, "grpo@nemo_rl")` and `ablate export grpo@nemo_rl --to verl` load the vector; `?`
     marks a field not checked in the source (ablate's default)."""
+    from ablate.base.errors import ConfigError
     from ablate.commands.peers import markdown_table
-    from ablate.errors import ConfigError
     from ablate.peers.aliases import rows
 
     header = ("spelling", "factor vector", "approximate / notes", "source")

@@ -16,7 +16,7 @@ def presets() -> None:
     from rich.console import Console
     from rich.table import Table
 
-    from ablate.presets import baseline, baseline_names
+    from ablate.factors.presets import baseline, baseline_names
 
     grpo = baseline("grpo")
     table = Table(title="presets (differences from grpo)")
@@ -33,8 +33,8 @@ def show(name: str = typer.Argument(..., help="preset name, e.g. dapo")) -> None
     from rich.console import Console
     from rich.table import Table
 
-    from ablate.algorithms import field_docs
-    from ablate.presets import baseline
+    from ablate.factors.algorithms import field_docs
+    from ablate.factors.presets import baseline
 
     algo = baseline(name)
     docs = field_docs()
@@ -56,10 +56,10 @@ def demo(
 
     from rich.console import Console
 
+    from ablate.base.threads import apply_threads
     from ablate.commands.run import print_summary, run_with_progress, write_report
-    from ablate.preflight import check_results_dir, preflight_study
-    from ablate.study import load_study
-    from ablate.threads import apply_threads
+    from ablate.study.preflight import check_results_dir, preflight_study
+    from ablate.study.study import load_study
 
     console = Console()
     loaded = load_study(study)
@@ -76,7 +76,7 @@ def demo(
 
 def _ensure_zoo(models, console) -> None:
     """Build any zoo model the study needs that is neither shipped nor cached."""
-    from ablate.errors import ConfigError
+    from ablate.base.errors import ConfigError
     from ablate.models import zoo_names, zoo_path
     from ablate.models.catalog import is_shipped
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from ablate.errors import ConfigError
+from ablate.base.errors import ConfigError
 
 
 def register(app: typer.Typer) -> None:
@@ -45,11 +45,11 @@ def passk(
     Progress: a bar on a terminal, one line per batch of prompts otherwise."""
     from rich.console import Console
 
+    from ablate.base.records import SamplingParams
+    from ablate.base.threads import apply_threads
     from ablate.commands.progress import passk_display
-    from ablate.passk_sweep import passk_sweep
-    from ablate.preflight import check_results_dir
-    from ablate.records import SamplingParams
-    from ablate.threads import apply_threads
+    from ablate.study.preflight import check_results_dir
+    from ablate.trial.passk_sweep import passk_sweep
 
     if engine not in ("hf", "vllm"):
         raise ConfigError(f"--engine must be 'hf' or 'vllm', got {engine!r}")
@@ -81,7 +81,7 @@ def passk(
 
 def _make_engine(name: str, kind: str):
     from ablate.models import load_model
-    from ablate.preflight import check_models
+    from ablate.study.preflight import check_models
 
     check_models([name])  # a damaged folder as one line; the CSV is written only at the end
     model, tokenizer = load_model(name)

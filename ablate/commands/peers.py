@@ -16,7 +16,7 @@ def matrix(
 ) -> None:
     """Every Algorithm field and value: how TRL's GRPOConfig and verl's config express it
     (exact keys, approximate with the difference, or cannot with the reason)."""
-    from ablate.errors import ConfigError
+    from ablate.base.errors import ConfigError
     from ablate.peers import export as peers
 
     rows = peers.matrix_rows()
@@ -64,10 +64,10 @@ def export(
     the target cannot express is refused, field by field."""
     import dataclasses
 
+    from ablate.base.errors import ConfigError
     from ablate.commands.train import _parse_overrides
-    from ablate.errors import ConfigError
+    from ablate.factors.presets import baseline
     from ablate.peers import PeerBudget, export_config, render
-    from ablate.presets import baseline
 
     try:
         algo = dataclasses.replace(baseline(preset), **_parse_overrides(set_))

@@ -30,9 +30,9 @@ def plan(
     budget; print the best few designs and the variance components they rest on."""
     from rich.console import Console
 
-    from ablate.errors import ConfigError
+    from ablate.base.errors import ConfigError
     from ablate.report.stats.plan import load_pilot, make_plan, recommendation
-    from ablate.study import load_study
+    from ablate.study.study import load_study
 
     full = load_study(study)
     loaded = None

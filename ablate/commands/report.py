@@ -37,11 +37,11 @@ def report(
     from rich.console import Console
 
     from ablate import tracking
-    from ablate.errors import StudyError
-    from ablate.preflight import check_output_dir
+    from ablate.base.errors import StudyError
     from ablate.report.render.build import report_study
     from ablate.report.render.multiples import check_axis
     from ablate.report.render.reproduction import write_reproduction
+    from ablate.study.preflight import check_output_dir
 
     console = Console()
     check_axis(curve_axis)
@@ -71,10 +71,10 @@ def readable(uri: str) -> Iterator[None]:
     """A results store that cannot be read (a damaged database, a server that does not answer)
     as one `StoreError` naming it; a disk that cannot take the report is said by the CLI."""
     from ablate import tracking
-    from ablate.durable import is_disk_error
-    from ablate.errors import AblateError, StoreError
-    from ablate.preflight import check_sqlite_file
-    from ablate.store_failures import failure_words
+    from ablate.base.durable import is_disk_error
+    from ablate.base.errors import AblateError, StoreError
+    from ablate.study.preflight import check_sqlite_file
+    from ablate.study.store_failures import failure_words
 
     check_sqlite_file(uri)
     store = tracking.open_store(uri)
@@ -92,8 +92,8 @@ def readable(uri: str) -> Iterator[None]:
 def _load_all(paths: list[Path]) -> dict:
     """path -> Study; studies named twice, or a finding id declared by two of them, are an
     error: each study and finding is one row of a reproduction."""
-    from ablate.errors import StudyError
-    from ablate.study import load_study
+    from ablate.base.errors import StudyError
+    from ablate.study.study import load_study
 
     loaded = {path: load_study(path) for path in paths}
     names = [study.name for study in loaded.values()]
@@ -120,7 +120,7 @@ def _checked_uri(
     from rich.console import Console
 
     from ablate import tracking
-    from ablate.errors import StudyError
+    from ablate.base.errors import StudyError
 
     uri = tracking_uri or tracking.default_uri(results)
     try:
@@ -134,7 +134,7 @@ def _checked_uri(
 
 
 def _require_finished_runs(store, name: str, study: Path, results: Path) -> None:
-    from ablate.errors import StudyError
+    from ablate.base.errors import StudyError
 
     if not store.exists():  # reading a missing store would create it, for nothing to show
         raise StudyError(

@@ -51,11 +51,11 @@ def run(
     detach: bool = DETACH,
 ) -> None:
     """Run a study: the Pass@G phase, then every trial not yet FINISHED (resumes), then report."""
+    from ablate.base.threads import apply_threads
     from ablate.commands.sequential import check_design, run_until_decided
     from ablate.launch.options import check_combination
-    from ablate.preflight import check_output_dir, preflight_study
-    from ablate.study import load_study
-    from ablate.threads import apply_threads
+    from ablate.study.preflight import check_output_dir, preflight_study
+    from ablate.study.study import load_study
 
     loaded = load_study(study)
     slurm = dict(partition=slurm_partition, gpus_per_task=slurm_gpus_per_task)
@@ -88,7 +88,7 @@ def run(
 def summarise_and_report(study, outcomes, results: str, out: str, tracking_uri: str | None):
     """The summary table, the report (when a trial finished), exit 1 when trials failed."""
     from ablate import tracking
-    from ablate.store_failures import store_errors
+    from ablate.study.store_failures import store_errors
 
     store = tracking.open_store(tracking_uri or tracking.default_uri(results))
     with store_errors(store):  # the store can also fail after the last trial
@@ -160,7 +160,7 @@ def run_with_progress(
     from rich.console import Console
 
     from ablate.commands.progress import wants_bars
-    from ablate.runner import run_study
+    from ablate.study.runner import run_study
 
     console = Console()
     bars = wants_bars(console) and launch is None  # an array's progress: lines from the store
@@ -183,7 +183,7 @@ def _study_bars(console, workers: int = 1):
 
     from ablate.commands.progress import study_bar, study_remaining_column, watch_study
     from ablate.commands.study_progress import StudyWatch
-    from ablate.runner import RunHooks
+    from ablate.study.runner import RunHooks
 
     columns = [
         TextColumn("{task.description:<44}"),
@@ -247,7 +247,7 @@ def _study_lines(every: int, workers: int = 1):
         trial_label,
         watch_study,
     )
-    from ablate.runner import RunHooks
+    from ablate.study.runner import RunHooks
 
     steps = StepLines(every)
     in_workers: dict[str, StepLines] = {}  # workers > 1: each trial's own lines
@@ -288,7 +288,7 @@ def print_summary(study, outcomes, results: str, tracking_uri: str | None = None
     from rich.table import Table
 
     from ablate import tracking
-    from ablate.runner import LEASED_ELSEWHERE
+    from ablate.study.runner import LEASED_ELSEWHERE
 
     console = Console()
     root = Path(results).resolve()

@@ -13,11 +13,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from ablate.base.errors import ConfigError
 from ablate.commands.progress import say
-from ablate.errors import ConfigError
 
 if TYPE_CHECKING:
-    from ablate.study import Study, Trial
+    from ablate.study.study import Study, Trial
 
 #: Seeds of the A/A replicate arms and of the positive control (at least looks[0]).
 CONTROL_SEEDS = 5

@@ -36,7 +36,7 @@ def ui(
     ),
 ) -> None:
     from ablate import tracking
-    from ablate.errors import ConfigError
+    from ablate.base.errors import ConfigError
 
     store = tracking.open_store(tracking_uri or tracking.default_uri(results))
     browser = store.ui()
@@ -72,7 +72,7 @@ def check_port(host: str, port: int) -> None:
     """ConfigError unless a server can listen on `host`:`port` now, suggesting a free port."""
     import errno
 
-    from ablate.errors import ConfigError
+    from ablate.base.errors import ConfigError
 
     try:
         _bind(host, port)
@@ -140,7 +140,7 @@ def serve_until_signalled(cmd: list[str]) -> int:
     import subprocess
     import sys
 
-    from ablate.lifetime import die_with_parent
+    from ablate.base.lifetime import die_with_parent
 
     child = subprocess.Popen(  # SIGTERM from the kernel once ablate dies (Linux)
         cmd, env=os.environ.copy(), start_new_session=True, preexec_fn=die_with_parent

@@ -25,8 +25,8 @@ def status(
 
     from ablate import tracking
     from ablate.launch.array import latest_submission, trial_states
-    from ablate.runner import identified_trials
-    from ablate.study import load_study
+    from ablate.study.runner import identified_trials
+    from ablate.study.study import load_study
 
     loaded = load_study(study)
     uri = tracking_uri or tracking.default_uri(results)

@@ -23,7 +23,7 @@ def register(app: typer.Typer) -> None:
 
 def _parse_overrides(items: list[str]) -> dict:
     """`field=value` pairs → typed values (ints, floats, bools, None, strings)."""
-    from ablate.overrides import parse_pairs
+    from ablate.factors.overrides import parse_pairs
 
     return parse_pairs(items)
 
@@ -53,8 +53,8 @@ def train(
     """Train one algorithm from one base model and print the final evaluation."""
     from rich.console import Console
 
-    from ablate.errors import ConfigError
-    from ablate.overrides import describe
+    from ablate.base.errors import ConfigError
+    from ablate.factors.overrides import describe
 
     if run_dir and results:
         raise ConfigError("give --run-dir or --results, not both (--results keeps checkpoints)")
@@ -77,10 +77,10 @@ def _trial_spec(algo, model, task, template, seed, steps, lr, eval_every, eval_p
     """The trial the options and `--set` overrides describe (checked, nothing loaded)."""
     import dataclasses
 
-    from ablate.errors import ConfigError
-    from ablate.overrides import split_overrides
-    from ablate.presets import baseline
-    from ablate.spec import Budget, EvalSpec, Optim, TrialSpec
+    from ablate.base.errors import ConfigError
+    from ablate.factors.overrides import split_overrides
+    from ablate.factors.presets import baseline
+    from ablate.factors.spec import Budget, EvalSpec, Optim, TrialSpec
 
     changes = split_overrides(set_)
     try:
@@ -103,10 +103,10 @@ def _train_alone(spec, title: str, run_dir: str, console, log_every: int):
     """The trial in this process, no MLflow; checkpoints in `run_dir` when given."""
     import dataclasses
 
+    from ablate.base.threads import apply_threads
     from ablate.models import weights_hash
-    from ablate.preflight import check_models, check_results_dir, check_sizes, check_task_data
-    from ablate.threads import apply_threads
-    from ablate.trainer import train as run_trial
+    from ablate.study.preflight import check_models, check_results_dir, check_sizes, check_task_data
+    from ablate.trial import train as run_trial
 
     check_models([spec.model])
     check_task_data(spec.task)
@@ -126,10 +126,10 @@ def _train_in_study(spec, title: str, results: str, name: str, console, log_ever
     """The trial as the one trial of study `name`, through the runner: the same MLflow layout,
     tags, leases, checkpoints and resume as a study's trial. Returns (outcome, final eval,
     message), or None when it was already FINISHED."""
+    from ablate.base.threads import apply_threads
     from ablate.commands.run import browse_hint
-    from ablate.runner import RunHooks, run_study
-    from ablate.study import Study, arm
-    from ablate.threads import apply_threads
+    from ablate.study.runner import RunHooks, run_study
+    from ablate.study.study import Study, arm
 
     s = spec
     adhoc = Study(

@@ -22,10 +22,10 @@ def tune(
     whose periodic eval pass@1 falls below the median; print the best parameters."""
     import json
 
-    from ablate.preflight import preflight_study
-    from ablate.study import load_study
-    from ablate.threads import apply_threads
-    from ablate.tune import tune as run_tune
+    from ablate.base.threads import apply_threads
+    from ablate.study.preflight import preflight_study
+    from ablate.study.study import load_study
+    from ablate.study.tune import tune as run_tune
 
     loaded = load_study(study)
     if loaded.search:  # without one, tune says so at once

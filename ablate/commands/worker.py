@@ -31,11 +31,11 @@ def worker(
     left. Start one per machine (or per core group); they share the work."""
     from pathlib import Path
 
-    from ablate.distributed import WorkerConfig, run_worker
-    from ablate.preflight import preflight_study
-    from ablate.runner import RunHooks
-    from ablate.study import load_study
-    from ablate.threads import apply_threads
+    from ablate.base.threads import apply_threads
+    from ablate.study.distributed import WorkerConfig, run_worker
+    from ablate.study.preflight import preflight_study
+    from ablate.study.runner import RunHooks
+    from ablate.study.study import load_study
     from ablate.tracking import default_uri
 
     loaded = load_study(study)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import typer
 
-from ablate.errors import ConfigError
+from ablate.base.errors import ConfigError
 
 zoo_app = typer.Typer(help="The tiny pretrained base-model zoo.", no_args_is_help=True)
 

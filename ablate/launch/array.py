@@ -3,8 +3,8 @@
 A submission is a readable JSON file in the results folder (study file, results store, the
 trials with their specs): an array task gets its path and one trial id (plain strings: nothing
 a user could not read back is pickled), loads the study file, and trains that trial through
-`ablate.runner.run_trial`, the code path of a local trial: under the trial's lease, into its one
-run of the results store, resuming from the trial's last checkpoint."""
+`ablate.study.runner.run_trial`, the code path of a local trial: under the trial's lease, into
+its one run of the results store, resuming from the trial's last checkpoint."""
 
 from __future__ import annotations
 
@@ -19,9 +19,9 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from ablate.errors import Interrupted, StudyError
-from ablate.runner import LEASED_ELSEWHERE, RunHooks, TrialOutcome, results_paths
-from ablate.study import Study, Trial
+from ablate.base.errors import Interrupted, StudyError
+from ablate.study.runner import LEASED_ELSEWHERE, RunHooks, TrialOutcome, results_paths
+from ablate.study.study import Study, Trial
 
 #: The submissions of a study live in RESULTS/<study>/slurm/ (submitit's logs in logs/ there).
 FOLDER = "slurm"
@@ -71,9 +71,9 @@ def train_one(submission: str, trial_id: str) -> dict[str, Any]:
     """The body of one array task: train trial `trial_id` of `submission` (a JSON path);
     returns its `TrialOutcome` as a dict. A trial another runner holds is waited for up to
     `LEASE_WAIT_S` (a dead holder's lease expires), then left to it."""
-    from ablate import runner
-    from ablate.study import load_study
-    from ablate.threads import apply_threads
+    from ablate.base.threads import apply_threads
+    from ablate.study import runner
+    from ablate.study.study import load_study
 
     record = json.loads(Path(submission).read_text())
     study = load_study(record["study_file"])
@@ -95,7 +95,7 @@ def train_one(submission: str, trial_id: str) -> dict[str, Any]:
 def _alive_here(skipped: str) -> bool:
     """Whether the holder named in a skipped trial's message ("... (host:pid:nonce)") is a live
     process of this machine: it will finish the trial, there is nothing to wait for."""
-    from ablate.lease import owner_is_dead
+    from ablate.study.lease import owner_is_dead
 
     holder = skipped.rpartition("(")[2].rstrip(")")
     host = holder.partition(":")[0]
@@ -103,7 +103,7 @@ def _alive_here(skipped: str) -> bool:
 
 
 def _find_trial(study: Study, trial_id: str, study_file: str) -> Trial:
-    from ablate.runner import identified_trials
+    from ablate.study.runner import identified_trials
 
     for trial in identified_trials(study):
         if trial.id == trial_id:
@@ -137,7 +137,7 @@ def _close_parent_when_all_finished(study: Study, uri: str) -> None:
     """The last task out marks the study's parent run FINISHED (a detached submission has no
     waiting process to do it)."""
     from ablate import tracking
-    from ablate.runner import identified_trials
+    from ablate.study.runner import identified_trials
 
     parent = tracking.open_store(uri).find_study(study.name)
     if parent is None:
@@ -168,7 +168,7 @@ def trial_states(
 ) -> list[TrialState]:
     """Each trial's state from the store: its latest run (FINISHED wins), and who leases it."""
     from ablate import tracking
-    from ablate.lease import LeaseStore
+    from ablate.study.lease import LeaseStore
 
     store = tracking.open_store(uri)
     if not store.exists():  # never run: nothing to read, and reading must not create it

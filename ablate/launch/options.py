@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ablate.errors import ConfigError
+from ablate.base.errors import ConfigError
 
 LAUNCHERS = ("local", "slurm")
 

@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ablate.errors import ConfigError
+from ablate.base.errors import ConfigError
 from ablate.launch.array import (
     outcome_of,
     record_job,
@@ -31,8 +31,8 @@ from ablate.launch.array import (
     write_submission,
 )
 from ablate.launch.options import Launch
-from ablate.runner import Launcher, RunHooks, TrialOutcome
-from ablate.study import Study, Trial
+from ablate.study.runner import Launcher, RunHooks, TrialOutcome
+from ablate.study.study import Study, Trial
 
 #: Seconds between two looks at the results store and the queue while waiting.
 POLL_S = 5.0
@@ -192,7 +192,7 @@ def array_launcher(
     echo: Callable[[str], None] = print,
     poll_s: float = POLL_S,
 ) -> Launcher:
-    """What `ablate.runner.run_study(launch=...)` calls with the trials to run: submit them as
+    """What `ablate.study.runner.run_study(launch=...)` calls with the trials to run: submit them as
     one array, then wait (None when detached: the array's tasks close the study's parent);
     `hooks.on_trial_end` hears of each trial as it ends."""
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from ablate.errors import ConfigError
+from ablate.base.errors import ConfigError
 
 
 def zoo_names() -> list[str]:

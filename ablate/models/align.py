@@ -10,17 +10,17 @@ from pathlib import Path
 
 import torch
 
-from ablate import seeding
+from ablate.base import seeding
+from ablate.base.records import SamplingParams
 from ablate.models import load_model, store
 from ablate.models.built import BuildResult, BuiltModel, meta_for
 from ablate.models.measure import measure_passk
 from ablate.models.pretrain import CorpusLine, encode_batch
 from ablate.models.recipe import AlignSpec, ZooRecipe
-from ablate.records import SamplingParams
 from ablate.rollout.hf import HFEngine
 from ablate.rollout.sample import sample_and_verify
 from ablate.tasks import get_task
-from ablate.templates import get_template
+from ablate.tasks.templates import get_template
 
 
 def build_aligned(recipe: ZooRecipe, scratch: Path, progress, env: dict):

@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from ablate.machine import cpu_model
+from ablate.base.machine import cpu_model
 from ablate.models import store
 from ablate.models.built import BuildResult, BuiltModel, meta_for
 from ablate.models.recipe import Rung, ZooRecipe
@@ -76,7 +76,7 @@ def _build(recipe: ZooRecipe, scratch: Path, progress: Progress | None, env: dic
     from ablate.models.pretrain import build_model, train_steps
     from ablate.models.tokenizer import build_char_tokenizer
     from ablate.tasks import get_task, synthetic_charset
-    from ablate.templates import get_template
+    from ablate.tasks.templates import get_template
 
     spec = recipe.pretrain
     task = get_task(spec.task, seed=spec.seed, **dict(spec.task_options))

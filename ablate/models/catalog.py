@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from ablate.errors import ConfigError
+from ablate.base.errors import ConfigError
 from ablate.models.recipe import (
     AlignSpec,
     Band,
@@ -13,7 +13,7 @@ from ablate.models.recipe import (
     Rung,
     ZooRecipe,
 )
-from ablate.templates import MILD_VARIANT, STRONG_VARIANT, TRAINING_TEMPLATE
+from ablate.tasks.templates import MILD_VARIANT, STRONG_VARIANT, TRAINING_TEMPLATE
 
 #: Measured under: the corpus template, a mild variant (changed prefix) and a strong one.
 EVAL_TEMPLATES = (TRAINING_TEMPLATE, MILD_VARIANT, STRONG_VARIANT)

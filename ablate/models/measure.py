@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import torch
 
-from ablate import seeding
+from ablate.base import seeding
+from ablate.base.passk import mean_pass_at_k
+from ablate.base.records import SamplingParams
 from ablate.models.recipe import PassKMeasure
-from ablate.passk import mean_pass_at_k
-from ablate.records import SamplingParams
 from ablate.rollout.hf import HFEngine
 from ablate.rollout.sample import correct_matrix, sample_and_verify
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
-from ablate import seeding
+from ablate.base import seeding
 from ablate.models.recipe import ModelSize, PretrainSpec
 
 IGNORE_INDEX = -100  # label value the Hugging Face loss skips

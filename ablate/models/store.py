@@ -15,7 +15,7 @@ import threading
 import time
 from pathlib import Path
 
-from ablate.errors import ConfigError
+from ablate.base.errors import ConfigError
 from ablate.models.recipe import ZooRecipe
 
 #: The default ladder ships here, one folder per rung.

@@ -15,8 +15,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ablate.algorithms import Algorithm
-from ablate.errors import ConfigError
+from ablate.base.errors import ConfigError
+from ablate.factors.algorithms import Algorithm
 
 #: The fields every entry states (each either read from the source or listed as not checked).
 FACTOR_FIELDS = (

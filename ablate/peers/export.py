@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
 
-from ablate.algorithms import Algorithm
-from ablate.errors import ConfigError
+from ablate.base.errors import ConfigError
+from ablate.factors.algorithms import Algorithm
 from ablate.peers import trl, verl
 from ablate.peers.model import (
     Expr,

@@ -9,8 +9,8 @@ and the last one of every list applies unconditionally. A value or field a table
 cannot be exported (a new surrogate and its fields are refused until a table maps them), and a
 field the algorithm does not read (declared by the registries' `reads=`) needs no key.
 
-Standard library only, like `ablate.algorithms`: the tables are data, read by the matrix, the
-export and the tests.
+Standard library only, like `ablate.factors.algorithms`: the tables are data, read by the
+matrix, the export and the tests.
 """
 
 from __future__ import annotations
@@ -20,9 +20,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any, Literal, get_args, get_type_hints
 
-from ablate.algorithm_checks import unread_fields
-from ablate.algorithms import Algorithm
-from ablate.spec import Budget
+from ablate.factors.algorithms import Algorithm
+from ablate.factors.checks import unread_fields
+from ablate.factors.spec import Budget
 
 Kind = Literal["exact", "approximate", "cannot", "moot"]
 

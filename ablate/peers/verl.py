@@ -30,7 +30,7 @@ _RS_FLOOR = "1e-10"  # below verl's smallest IS weight e^-20: an IcePop floor th
 
 
 def _mini_batch(a, b: PeerBudget) -> int:
-    from ablate.errors import ConfigError
+    from ablate.base.errors import ConfigError
 
     if b.prompts % a.minibatches:
         raise ConfigError(

@@ -2,7 +2,7 @@
 pass@k sweep. `HFEngine` runs on the trainer's own model; `VLLMEngine` (GPU, optional) lives in
 `ablate.rollout.vllm` and is imported only when asked for."""
 
-from ablate.records import Rollouts, SamplingParams
+from ablate.base.records import Rollouts, SamplingParams
 from ablate.rollout.base import RolloutEngine
 from ablate.rollout.hf import HFEngine
 

@@ -1,14 +1,14 @@
 """The `RolloutEngine` protocol the trainer, the eval and the pass@k sweep code against, and the
 checks every engine applies to a request. What an engine is asked (`SamplingParams`) and returns
-(`Rollouts`) are records (`ablate.records`)."""
+(`Rollouts`) are records (`ablate.base.records`)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any, Protocol, runtime_checkable
 
-from ablate.errors import ConfigError
-from ablate.records import Rollouts, SamplingParams
+from ablate.base.errors import ConfigError
+from ablate.base.records import Rollouts, SamplingParams
 
 
 @runtime_checkable

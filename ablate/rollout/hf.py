@@ -4,7 +4,7 @@ Prompts are encoded with `tokenizer(prompts, add_special_tokens=True)`: whether 
 prepended is the tokenizer's decision (its post-processor), so the engine, the trainer and
 `model.generate` on `tokenizer(prompt)` all see the same prompt tokens. Prompts are left padded
 with explicit position ids (each prompt starts at position 0). Llama models decode through
-`ablate.fast_llama` (one prefill per prompt shared by its G samples, fused projections); any
+`ablate.models.fast_llama` (one prefill per prompt shared by its G samples, fused projections); any
 other model through its own forward over a preallocated `DynamicCache`. Sampling draws from a
 `torch.Generator` seeded by `SamplingParams.seed`, so the global RNG is never touched and the
 same seed gives the same completions.
@@ -20,7 +20,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from ablate.records import Rollouts, SamplingParams
+from ablate.base.records import Rollouts, SamplingParams
 from ablate.rollout.base import checked_request
 
 
@@ -134,7 +134,7 @@ class HFEngine:
         """Sample `n` completions of each prompt row ([P, W] ids and mask, left padded). With
         `ragged`, rows that have finished leave the decode batch (`rows_to_keep`); the noise
         is still drawn for the whole batch, so every row samples what it would have."""
-        from ablate.decode_cache import rows_to_keep
+        from ablate.models.decode_cache import rows_to_keep
 
         device, steps = self.device, sampling.max_new_tokens
         batch = prompt_ids.shape[0] * n
@@ -168,7 +168,7 @@ class HFEngine:
         """A decoder (first_logits [B, V], step(token, generated) -> logits, select(keep)).
         Llama models take the fused path (one prefill per distinct prompt); any other model
         runs transformers' forward over a preallocated cache."""
-        from ablate import fast_llama
+        from ablate.models import fast_llama
         from ablate.rollout.kv import TransformersDecoder
 
         if self.fused and fast_llama.supports(self.model):

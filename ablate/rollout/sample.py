@@ -9,11 +9,11 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
-from ablate.records import SamplingParams, ScoredBatch
+from ablate.base.records import SamplingParams, ScoredBatch
+from ablate.factors.spec import Budget
 from ablate.rollout.base import RolloutEngine
-from ablate.spec import Budget
 from ablate.tasks.base import Problem, Task
-from ablate.templates import Template
+from ablate.tasks.templates import Template
 
 
 def sampling_for(budget: Budget, template: Template, seed: int) -> SamplingParams:

@@ -31,10 +31,10 @@ from typing import Any
 
 import torch
 
-from ablate.errors import ConfigError
-from ablate.records import Rollouts, SamplingParams
+from ablate.base.errors import ConfigError
+from ablate.base.records import Rollouts, SamplingParams
+from ablate.base.seeding import derive_seed
 from ablate.rollout.base import checked_request
-from ablate.seeding import derive_seed
 
 #: The oldest vLLM the `vllm` extra admits: the first release that supports transformers 5
 #: (vllm-project/vllm PR #30566, released in 0.19.1; 0.19.0 still required transformers < 5),

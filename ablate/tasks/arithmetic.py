@@ -28,7 +28,7 @@ from functools import cache, cached_property
 from pathlib import Path
 from typing import ClassVar, Literal
 
-from ablate.errors import ConfigError
+from ablate.base.errors import ConfigError
 from ablate.tasks.base import (
     Problem,
     Split,
@@ -41,7 +41,7 @@ from ablate.tasks.base import (
     stable_id,
 )
 from ablate.tasks.synthetic import draw_splits, extra_lines
-from ablate.templates import Template
+from ablate.tasks.templates import Template
 
 CHECK_MARK = "ck:"
 TAIL_MARK = "rk:"

@@ -22,9 +22,9 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, fields
 from typing import ClassVar, Literal
 
-from ablate.errors import ConfigError
-from ablate.registry import Registry
-from ablate.templates import Template, parsed
+from ablate.base.errors import ConfigError
+from ablate.base.registry import Registry
+from ablate.tasks.templates import Template, parsed
 
 Split = Literal["train", "eval"]
 SPLITS: tuple[Split, ...] = ("train", "eval")
@@ -112,7 +112,7 @@ class Task(ABC):
         self, problem: Problem, completion: str, template: Template, parse: str = "strict"
     ) -> Verdict:
         """Judge `completion` for `problem` under `template`, its answer read with `parse`
-        (`ablate.templates.PARSES`: "strict" or "lenient"). Never raises; time-limited."""
+        (`ablate.tasks.templates.PARSES`: "strict" or "lenient"). Never raises; time-limited."""
         template = parsed(template, parse)  # an unknown parse is a ConfigError, not a verdict
         try:
             self._prepare()

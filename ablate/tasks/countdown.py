@@ -29,7 +29,7 @@ from ablate.tasks.base import (
 )
 from ablate.tasks.safe_eval import ExpressionError, evaluate
 from ablate.tasks.synthetic import draw_splits
-from ablate.templates import Template
+from ablate.tasks.templates import Template
 
 
 @dataclass(frozen=True)

@@ -22,8 +22,8 @@ from functools import cached_property
 from pathlib import Path
 from typing import ClassVar
 
-from ablate.errors import ConfigError
-from ablate.seeding import rng as named_rng
+from ablate.base.errors import ConfigError
+from ablate.base.seeding import rng as named_rng
 from ablate.tasks.base import (
     TIMEOUT,
     Problem,
@@ -41,7 +41,7 @@ from ablate.tasks.math_check import (
     normalize_math,
     shared_verifier,
 )
-from ablate.templates import Template, last_boxed
+from ablate.tasks.templates import Template, last_boxed
 
 _FORMATS = {".jsonl": "json", ".json": "json", ".parquet": "parquet"}
 _NUMBER = re.compile(r"-?[0-9]+(?:\.[0-9]+)?")

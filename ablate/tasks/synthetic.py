@@ -6,8 +6,8 @@ import random
 from collections.abc import Callable, Hashable
 from typing import TypeVar
 
-from ablate.errors import ConfigError
-from ablate.seeding import rng as named_rng
+from ablate.base.errors import ConfigError
+from ablate.base.seeding import rng as named_rng
 from ablate.tasks.base import Split
 
 T = TypeVar("T")

@@ -1,7 +1,8 @@
 """Where studies' runs are kept: results stores behind one port, chosen by URI.
 
-- `ablate.tracking.base`: the port (`Tracker`, `StudyStore`, `StudyRun`, `StoreUI`),
-  `ablate.tracking.table` the store-neutral `RunTable`, `ablate.tracking.tags` the tag vocabulary;
+- `ablate.base.store.port`: the port (`Tracker`, `StudyStore`, `StudyRun`, `StoreUI`),
+  `ablate.base.store.table` the store-neutral `RunTable`, `ablate.base.store.tags` the tag
+  vocabulary;
 - `ablate.tracking.mlflow*`: the MLflow adapter (any MLflow tracking URI: sqlite, PostgreSQL,
   a tracking server), the default, and the only code that imports mlflow;
 - `ablate.tracking.files*`: the file store (`jsonl:///abs/folder`): JSON files in a folder.
@@ -14,7 +15,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ablate.tracking.base import (
+from ablate.base.store.common import algorithm_diff_tags, environment_tags
+from ablate.base.store.port import (
     MemoryTracker,
     NullTracker,
     StoreUI,
@@ -23,8 +25,7 @@ from ablate.tracking.base import (
     StudyStore,
     Tracker,
 )
-from ablate.tracking.common import algorithm_diff_tags, environment_tags
-from ablate.tracking.table import RunRecord, RunTable
+from ablate.base.store.table import RunRecord, RunTable
 
 __all__ = [
     "MemoryTracker",

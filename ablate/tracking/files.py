@@ -20,13 +20,13 @@ import re
 from collections.abc import Mapping
 from pathlib import Path
 
-from ablate.errors import ConfigError
-from ablate.locks import file_lock
-from ablate.tracking.base import Guard, StoreUI, terminal
-from ablate.tracking.common import artifact_files, disk_failure, raised_by
+from ablate.base.errors import ConfigError
+from ablate.base.locks import file_lock
+from ablate.base.store.common import artifact_files, disk_failure, raised_by
+from ablate.base.store.port import Guard, StoreUI, terminal
+from ablate.base.store.table import RunRecord, RunTable
+from ablate.base.store.tags import CURRENT, KIND, PLAN_MARKED, RESUMES, STUDY, TRIAL_ID
 from ablate.tracking.files_run import FileTracker, RunFolder, read_json, write_json
-from ablate.tracking.table import RunRecord, RunTable
-from ablate.tracking.tags import CURRENT, KIND, PLAN_MARKED, RESUMES, STUDY, TRIAL_ID
 
 SCHEME = "jsonl://"
 #: Errors of these packages are the store's too: its leases live in sqlite.

@@ -26,10 +26,9 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ablate import faults
-from ablate.locks import file_lock
-from ablate.tracking.base import Guard
-from ablate.tracking.common import (
+from ablate.base import faults
+from ablate.base.locks import file_lock
+from ablate.base.store.common import (
     PARAM_MAX_CHARS,
     TAG_MAX_CHARS,
     MetricBuffer,
@@ -40,6 +39,7 @@ from ablate.tracking.common import (
     samples_file,
     text_value,
 )
+from ablate.base.store.port import Guard
 
 METRICS = "metrics.jsonl"
 

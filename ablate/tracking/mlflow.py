@@ -10,10 +10,12 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ablate.sql_urls import driver_url
+from ablate.base.sql_urls import driver_url
+from ablate.base.store.common import artifact_files
+from ablate.base.store.port import Guard, StoreUI, terminal
+from ablate.base.store.table import RunTable
+from ablate.base.store.tags import CURRENT, KIND, PLAN_MARKED, RESUMES, STUDY, TRIAL_ID
 from ablate.tracking import mlflow_read
-from ablate.tracking.base import Guard, StoreUI, terminal
-from ablate.tracking.common import artifact_files
 from ablate.tracking.mlflow_client import (
     PARENT,
     client,
@@ -28,8 +30,6 @@ from ablate.tracking.mlflow_client import (
 )
 from ablate.tracking.mlflow_http import is_http, server_problem
 from ablate.tracking.mlflow_tracker import MLflowTracker, held_steps
-from ablate.tracking.table import RunTable
-from ablate.tracking.tags import CURRENT, KIND, PLAN_MARKED, RESUMES, STUDY, TRIAL_ID
 
 
 class MLflowStudy:

@@ -3,7 +3,7 @@ the experiment of a study, tag batches, and which errors are the store's. mlflow
 inside functions (it costs ~1.8 s), so that importing the adapter stays cheap.
 
 Layout: one experiment per study (default name: the study's), one parent run per study, one
-child run per trial (`mlflow.parentRunId` = the parent), tagged as `ablate.tracking.tags` says.
+child run per trial (`mlflow.parentRunId` = the parent), tagged as `ablate.base.store.tags` says.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ablate.tracking.common import TAG_MAX_CHARS, chunks, disk_failure, raised_by, text_value
-from ablate.tracking.tags import KIND, STUDY
+from ablate.base.store.common import TAG_MAX_CHARS, chunks, disk_failure, raised_by, text_value
+from ablate.base.store.tags import KIND, STUDY
 
 PARENT = "mlflow.parentRunId"
 #: A study's experiment is model training, not GenAI (MLflow 3's UI types experiments so).

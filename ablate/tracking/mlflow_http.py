@@ -14,7 +14,7 @@ import urllib.error
 import urllib.request
 import warnings
 
-from ablate.errors import AblateWarning
+from ablate.base.errors import AblateWarning
 
 #: MLflow's HTTP retries when the environment sets none: back-off 0, 2, 4, 8, 16 s (+ up to 1 s
 #: of jitter each) between six tries, ~34 s, rides through a server restart (~15 s here); then

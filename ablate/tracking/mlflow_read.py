@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ablate.base.store.table import RunRecord, RunTable
 from ablate.tracking.mlflow_client import all_experiments, client, search, trial_filter
-from ablate.tracking.table import RunRecord, RunTable
 
 
 def load_runs(uri: str, study_name: str) -> RunTable:

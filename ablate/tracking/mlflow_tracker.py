@@ -7,8 +7,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ablate.tracking.base import Guard
-from ablate.tracking.common import (
+from ablate.base.store.common import (
     PARAM_MAX_CHARS,
     Background,
     MetricBuffer,
@@ -20,6 +19,7 @@ from ablate.tracking.common import (
     samples_file,
     text_value,
 )
+from ablate.base.store.port import Guard
 from ablate.tracking.mlflow_client import BATCH_PARAMS_TAGS, client, set_tags
 
 _BATCH_METRICS = 1000

@@ -21,7 +21,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from ablate.tracking.base import StudyPage
+from ablate.base.store.port import StudyPage
+from ablate.base.store.tags import ARM, CURRENT, MODEL, OUTCOME, PLAN_MARKED, SEED, STUDY, TEMPLATE
 from ablate.tracking.mlflow_client import (
     EXPERIMENT_TAGS,
     all_experiments,
@@ -32,7 +33,6 @@ from ablate.tracking.mlflow_client import (
     study_filter,
     trial_filter,
 )
-from ablate.tracking.tags import ARM, CURRENT, MODEL, OUTCOME, PLAN_MARKED, SEED, STUDY, TEMPLATE
 
 VIEW_TAG = "mlflow.sharedViewState."
 #: Metrics shown first, when the runs logged them: the last logged value is the final eval.

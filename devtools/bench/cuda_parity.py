@@ -35,8 +35,8 @@ def ragged_batch(vocab: int, prompts: int = 4, group: int = 8, width: int = 7, s
 
 
 def _forward_and_grads(model, ids, attn, width, device, precision):
-    from ablate.devices import autocast
-    from ablate.forward import completion_forward
+    from ablate.base.devices import autocast
+    from ablate.stages.forward import completion_forward
 
     model = model.to(device).train()
     model.zero_grad(set_to_none=True)

@@ -53,7 +53,7 @@ class Check:
 
 def greedy_parity(engine, hf, prompts: list[str]) -> tuple[float, Check]:
     """Share of greedy completions (48 tokens) the two engines write identically."""
-    from ablate.records import SamplingParams
+    from ablate.base.records import SamplingParams
 
     sampling = SamplingParams(max_new_tokens=48, temperature=0.0)
     ours, theirs = hf.generate(prompts, 1, sampling), engine.generate(prompts, 1, sampling)
@@ -64,8 +64,8 @@ def greedy_parity(engine, hf, prompts: list[str]) -> tuple[float, Check]:
 
 def logprob_parity(engine, model, prompts: list[str]) -> tuple[dict[str, float], Check]:
     """vLLM's log-probs of its own 8 × 8 samples against the trainer's forward on them."""
-    from ablate.forward import frozen_logprobs
-    from ablate.records import SamplingParams
+    from ablate.base.records import SamplingParams
+    from ablate.stages.forward import frozen_logprobs
 
     rollouts = engine.generate(prompts, 8, SamplingParams(max_new_tokens=MAX_TOKENS, seed=1))
     mask = rollouts.completion_mask > 0
@@ -84,7 +84,7 @@ def logprob_parity(engine, model, prompts: list[str]) -> tuple[dict[str, float],
 def throughput(engine, hf, model, tokenizer, shape: tuple[int, int], repeats: int) -> dict:
     """Completion tokens/s of vLLM, `model.generate` and `HFEngine` (median of `repeats`
     interleaved runs after a warm-up; a fresh seed each), EOS-ended up to MAX_TOKENS."""
-    from ablate.records import SamplingParams
+    from ablate.base.records import SamplingParams
     from devtools.bench.harness import interleave
 
     prompts, group = zoo_prompts(shape[0]), shape[1]
@@ -150,10 +150,10 @@ def check_model(label: str, folder: Path, make_engine: EngineFactory, device: st
 def rl_run(loaded, make_engine: EngineFactory, engine_name: str, device: str, steps: int):
     """Per-step metrics of `steps` GRPO steps (no KL, off-policy correction on so that each
     step logs the engine's distance from the trainer) on `loaded` = (model, tokenizer)."""
-    from ablate.presets import baseline
-    from ablate.spec import Budget, EvalSpec, Optim, TrialSpec
+    from ablate.factors.presets import baseline
+    from ablate.factors.spec import Budget, EvalSpec, Optim, TrialSpec
     from ablate.tracking import MemoryTracker
-    from ablate.trainer import train
+    from ablate.trial import train
 
     algorithm = dataclasses.replace(
         baseline("grpo"), kl_coef=0.0, rollout_correction="token_truncate"
@@ -177,7 +177,7 @@ def rl_run(loaded, make_engine: EngineFactory, engine_name: str, device: str, st
 def follows_weights(engine, model, tokenizer) -> Check:
     """A weight change reaches the engine: with the final norm zeroed every logit is 0, so
     every sampled token's log-prob is −log V; the weights are restored (and synced) after."""
-    from ablate.records import SamplingParams
+    from ablate.base.records import SamplingParams
 
     norm = model.model.norm.weight
     saved = norm.detach().clone()
@@ -308,7 +308,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     import tempfile
 
-    from ablate.devices import configure_determinism
+    from ablate.base.devices import configure_determinism
     from ablate.rollout import vllm as vllm_engine
 
     started = time.perf_counter()

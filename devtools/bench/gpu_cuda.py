@@ -49,9 +49,9 @@ class Options:
 
 def engine_distance(model, tokenizer, device: str) -> tuple[dict[str, float], Check]:
     """|engine − trainer| log-prob of `HFEngine`'s 8 × 8 samples on `device`."""
-    from ablate.forward import frozen_logprobs
-    from ablate.records import SamplingParams
+    from ablate.base.records import SamplingParams
     from ablate.rollout.hf import HFEngine
+    from ablate.stages.forward import frozen_logprobs
 
     prompts, stop = zoo_prompts(8)
     sampling = SamplingParams(max_new_tokens=MAX_TOKENS, stop=stop, seed=1)
@@ -66,7 +66,7 @@ def engine_distance(model, tokenizer, device: str) -> tuple[dict[str, float], Ch
 
 def tokens_per_second(model, tokenizer, device: str, shape: tuple[int, int], repeats: int):
     """Median completion tokens/s of `HFEngine` on `device` (one warm-up, fresh seeds)."""
-    from ablate.records import SamplingParams
+    from ablate.base.records import SamplingParams
     from ablate.rollout.hf import HFEngine
 
     engine = HFEngine(model, tokenizer, device=device)
@@ -85,10 +85,10 @@ def tokens_per_second(model, tokenizer, device: str, shape: tuple[int, int], rep
 
 def grpo_steps(loaded, device: str, steps: int) -> list[dict[str, float]]:
     """Per-step metrics of `steps` GRPO steps (8 × 8, up to 80 tokens) on `device`."""
-    from ablate.presets import baseline
-    from ablate.spec import Budget, EvalSpec, Optim, TrialSpec
+    from ablate.factors.presets import baseline
+    from ablate.factors.spec import Budget, EvalSpec, Optim, TrialSpec
     from ablate.tracking import MemoryTracker
-    from ablate.trainer import train
+    from ablate.trial import train
 
     spec = TrialSpec(
         algorithm=baseline("grpo"),
@@ -212,7 +212,7 @@ def run(out: Path, options: Options) -> int:
     """The whole CUDA check on this machine's GPU (the dispatcher checked there is one)."""
     import tempfile
 
-    from ablate.devices import configure_determinism
+    from ablate.base.devices import configure_determinism
 
     started = time.perf_counter()
     determinism = configure_determinism("cuda")  # before any tensor reaches the GPU

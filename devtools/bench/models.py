@@ -20,7 +20,7 @@ import os
 import shutil
 from pathlib import Path
 
-from ablate.errors import ConfigError
+from ablate.base.errors import ConfigError
 
 #: Benchmark size -> zoo model shipped at that size (None: built from the zoo recipe's size).
 SIZES: dict[str, str | None] = {"0.53M": "rl_ready", "4.2M": None}
@@ -108,7 +108,7 @@ def _build_warm(size: str, folder: Path) -> None:
     from ablate.models.pretrain import build_model, train_steps
     from ablate.models.recipe import PretrainSpec
     from ablate.tasks import get_task
-    from ablate.templates import get_template
+    from ablate.tasks.templates import get_template
 
     w = WARM_START
     spec = PretrainSpec(

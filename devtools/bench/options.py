@@ -8,7 +8,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from ablate.errors import ConfigError
+from ablate.base.errors import ConfigError
 
 SECTIONS = ("trl", "natural", "rollout", "flops", "overhead", "scaling", "study")
 #: Longest completion allowed (the zoo models have 192 positions; prompts take ~25).

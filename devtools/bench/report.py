@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ablate.machine import cpu_model
+from ablate.base.machine import cpu_model
 from devtools.bench.harness import Row
 
 CSV_COLUMNS = (

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import torch
 
-from ablate.records import SamplingParams
+from ablate.base.records import SamplingParams
 from ablate.rollout.hf import HFEngine
 from devtools.bench.harness import interleave
 from devtools.bench.step import check_lengths
@@ -64,7 +64,7 @@ def zoo_prompts(count: int) -> tuple[list[str], tuple[str, ...]]:
     """The arithmetic task's first `count` training prompts in the plain template (what the
     natural-length RL steps sample from), and the template's stop strings."""
     from ablate.tasks import get_task
-    from ablate.templates import get_template
+    from ablate.tasks.templates import get_template
 
     template = get_template("plain")
     problems = get_task("arithmetic").problems("train")[:count]

@@ -64,7 +64,7 @@ def step_rows(
 def tiny_study(name: str, trials: int, steps: int = 3, new_tokens: int = 16):
     """A study of `trials` trials (one grpo arm, one seed each) on the rl_ready model: a few
     RL steps each, a tiny final eval, no start eval and no Pass@G phase."""
-    from ablate.study import Budget, EvalSpec, Study, arm
+    from ablate.study.study import Budget, EvalSpec, Study, arm
 
     return Study(
         name=name,
@@ -80,7 +80,7 @@ def tiny_study(name: str, trials: int, steps: int = 3, new_tokens: int = 16):
 
 def time_study(study, results_dir: Path, uri: str, workers: int) -> float:
     """Wall seconds of `run_study` (the real runner); RuntimeError unless every trial finished."""
-    from ablate.runner import run_study
+    from ablate.study.runner import run_study
 
     start = time.perf_counter()
     outcomes = run_study(study, results_dir=results_dir, workers=workers, tracking_uri=uri)

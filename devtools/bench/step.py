@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ablate.records import Rollouts, SamplingParams
+from ablate.base.records import Rollouts, SamplingParams
 
 #: One learning rate for both tools (ablate's default; TRL gets the same, constant).
 LR = 3e-5
@@ -114,11 +114,11 @@ class AblateStepper:
     demand. `tracker` is any `Tracker`; the suite passes a real MLflow run."""
 
     def __init__(self, case: StepCase, folder: Path, tracker: Any, seed: int = 0) -> None:
-        from ablate.batch import PromptStream
+        from ablate.factors.presets import baseline
+        from ablate.factors.spec import Budget, Optim, TrialSpec
         from ablate.models import load_model
-        from ablate.presets import baseline
-        from ablate.spec import Budget, Optim, TrialSpec
-        from ablate.trainer import TrainState, setup_trial
+        from ablate.stages.batch import PromptStream
+        from ablate.trial import TrainState, setup_trial
 
         spec = TrialSpec(
             algorithm=dataclasses.replace(baseline("grpo"), kl_coef=0.0),
@@ -143,7 +143,7 @@ class AblateStepper:
 
     def step(self) -> StepRecord:
         """One rl_step plus its log_metrics, timed."""
-        from ablate.trainer import rl_step
+        from ablate.trial import rl_step
 
         start = time.perf_counter()
         metrics = rl_step(self.setup, self.state, self.stream)

@@ -123,7 +123,7 @@ def section_rollout(bench: Bench) -> list[Row]:
 
 
 def section_flops(bench: Bench) -> list[Row]:
-    from ablate.critic import num_params
+    from ablate.factors.critic import num_params
     from ablate.models import load_model
     from devtools.bench.flops import matmul_peak
 
@@ -168,7 +168,7 @@ def overhead_share(records: list[StepRecord]) -> float:
 
 
 def section_overhead(bench: Bench) -> list[Row]:
-    from ablate.tracking.common import FLUSH_EVERY_STEPS
+    from ablate.base.store.common import FLUSH_EVERY_STEPS
 
     o, rows = bench.options, []
     for size in o.sizes:

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ablate.errors import ConfigError
+from ablate.base.errors import ConfigError
 from devtools.bench.step import (
     LR,
     AblateStepper,
@@ -173,7 +173,7 @@ def arithmetic_trainer(
 
     from ablate.models import load_model
     from ablate.tasks import get_task
-    from ablate.templates import get_template
+    from ablate.tasks.templates import get_template
 
     task, template = get_task("arithmetic"), get_template("plain")
     chosen = task.problems("train")[:problems] if isinstance(problems, int) else list(problems)
@@ -213,7 +213,7 @@ def _trainer(case: StepCase, folder: Path, clock: StepClock, steps: int, out: st
 
 def ablate_prompts(count: int, seed: int = 0) -> list:
     """The first `count` problems of the prompt stream an `AblateStepper` of `seed` draws."""
-    from ablate.batch import PromptStream
+    from ablate.stages.batch import PromptStream
     from ablate.tasks import get_task
 
     return PromptStream(get_task("arithmetic").problems("train"), seed).window(0, count)

@@ -19,7 +19,7 @@ from dataclasses import replace
 import numpy as np
 import pandas as pd
 
-from ablate.errors import ConfigError
+from ablate.base.errors import ConfigError
 from ablate.report.stats import inference as stats
 from devtools.calibration.simulate import StudyModel, sigma_for_seed_sd, simulate
 

@@ -7,7 +7,7 @@ import argparse
 import textwrap
 import time
 
-from ablate.errors import ConfigError
+from ablate.base.errors import ConfigError
 
 PROG = "python -m devtools calibrate"
 STUDIES, TASK_STUDIES = 2000, 600  # default studies per row: fixed-set, task-level tables

@@ -18,11 +18,11 @@ from dataclasses import replace
 
 import numpy as np
 
+from ablate.factors.spec import CurveSpec
 from ablate.report.curves.analysis import ArmCurves, analyse, arm_curve
 from ablate.report.curves.compare import contrasts
 from ablate.report.curves.pooled import PooledFit
 from ablate.report.stats.inference import ALPHA
-from ablate.spec import CurveSpec
 from devtools.calibration.curve_model import CurveModel, seed_curve, truths
 
 INTERVALS = ("a", "b", "c_mid", "slope", "to_target")

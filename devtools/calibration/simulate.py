@@ -30,7 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import optimize, special
 
-from ablate.errors import ConfigError
+from ablate.base.errors import ConfigError
 
 BLOCK = 2**24  # array elements per study chunk: bounds memory whatever the number of studies
 MAX_SIGMA = 60.0  # logit SD beyond which pass@1 per seed is already a coin flip

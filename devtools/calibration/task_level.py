@@ -37,7 +37,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import optimize, special
 
-from ablate.errors import ConfigError
+from ablate.base.errors import ConfigError
 from devtools.calibration.simulate import BLOCK, normal_nodes, sigma_for_seed_sd
 
 POPULATION = 10**12  # "problems" at which sigma_for_seed_sd reads the whole task's seed SD

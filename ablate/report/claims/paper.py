@@ -1,17 +1,16 @@
 """A published paper's findings tested as claims on the studies that declare them.
 
-A study lists the findings it tests (`Study(findings=...)`, records `ablate.finding.Finding`,
-e.g. "Tricks or Traps?" in `studies/tricks_or_traps.py`). Each finding compares its two arms
-(they differ in the finding's factor only) on its base model: the measure per seed (final
-held-out pass@1 with a diverged trial as 0, or a training metric's last quarter), paired by
-seed. The findings of one reproduction (the studies given to one `ablate report`) are judged
-together by `rules.adjudicate`: the directional ones Holm-adjusted as one family, a finding of
-no effect (direction 0) by its 90% interval against its margin (TOST). The equivalence margin is
-the finding's own, else the study's (`StudyData.margin`) for a pass@k measure; a training
-metric's scale has none unless the finding declares one. A pair whose factor barely acts in the
-run (`rules.inactive_factor`: e.g. the upper clip binds on < 1% of tokens) is "not testable at
-this setting". Beside each, the mechanism metric of both arms.
-"""
+A study lists the findings it tests (`Study(findings=...)`, records
+`ablate.factors.finding.Finding`, e.g. "Tricks or Traps?" in `studies/tricks_or_traps.py`). Each
+finding compares its two arms (they differ in the finding's factor only) on its base model: the
+measure per seed (final held-out pass@1 with a diverged trial as 0, or a training metric's last
+quarter), paired by seed. The findings of one reproduction (the studies given to one `ablate
+report`) are judged together by `rules.adjudicate`: the directional ones Holm-adjusted as one
+family, a finding of no effect (direction 0) by its 90% interval against its margin (TOST). The
+equivalence margin is the finding's own, else the study's (`StudyData.margin`) for a pass@k measure;
+a training metric's scale has none unless the finding declares one. A pair whose factor barely acts
+in the run (`rules.inactive_factor`: e.g. the upper clip binds on < 1% of tokens) is "not testable
+at this setting". Beside each, the mechanism metric of both arms."""
 
 from __future__ import annotations
 
@@ -21,7 +20,7 @@ from dataclasses import replace
 import numpy as np
 import pandas as pd
 
-from ablate.finding import Finding
+from ablate.factors.finding import Finding
 from ablate.report.claims import rules
 from ablate.report.data.load import StudyData
 from ablate.report.stats import inference

@@ -30,7 +30,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 import pandas as pd
 
-from ablate import confounds
+from ablate.factors import confounds
 from ablate.report.data.load import StudyData
 from ablate.report.stats import inference
 from ablate.report.stats import measures as m

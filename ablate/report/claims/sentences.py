@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 
-from ablate import confounds
+from ablate.factors import confounds
 from ablate.report.claims.rules import CONTRADICTED, DECIDED, EQUIVALENT, Claim, verdict_text
 from ablate.report.data.load import StudyData
 from ablate.report.stats import contrasts as cx

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from ablate.factors.spec import COMPUTE_AXES, CurveSpec
 from ablate.report.curves.check import (
     Forecast,
     PowerFit,
@@ -32,7 +33,6 @@ from ablate.report.curves.reach import first_reach, restricted_log, slope_per_de
 from ablate.report.data.load import StudyData
 from ablate.report.stats import inference
 from ablate.report.stats import measures as m
-from ablate.spec import COMPUTE_AXES, CurveSpec
 
 MARKS = {"generated_tokens": "eval/token_mark", "model_flops": "eval/flops_mark"}
 

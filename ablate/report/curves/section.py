@@ -8,6 +8,7 @@ import math
 
 import numpy as np
 
+from ablate.factors.spec import CurveSpec
 from ablate.report.curves.analysis import (
     ArmCurves,
     arm_curves,
@@ -19,7 +20,6 @@ from ablate.report.data.memo import per_study
 from ablate.report.data.table import Table, TableSpec
 from ablate.report.render.palette import study_styles
 from ablate.report.stats import inference
-from ablate.spec import CurveSpec
 
 
 def _reasons(arm: ArmCurves) -> str:

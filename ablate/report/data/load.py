@@ -10,7 +10,7 @@
   truncated (per-sample eval outcomes, from the `samples/eval_step*.parquet` artifacts).
 - `passk`: the study's base Pass@k table (`results/<study>/passk.csv`).
 - `elicitation`: the best-elicited base's per-problem rates (`results/<study>/elicitation.csv`,
-  `ablate.elicit_phase.COLUMNS`); empty when the study declares no elicitation grid.
+  `ablate.study.elicit_phase.COLUMNS`); empty when the study declares no elicitation grid.
 Frames are cached on disk under `results/<study>/report_cache/`, keyed by the runs' ids, status
 and end times, so a second report of an unchanged study reads no metric history from the store.
 The store is read through the tracking port (`StudyStore`, `RunTable`), whichever it is.
@@ -31,9 +31,9 @@ from pathlib import Path
 import pandas as pd
 
 from ablate import tracking
-from ablate.algorithms import Algorithm
-from ablate.spec import CurveSpec
-from ablate.study import Study
+from ablate.factors.algorithms import Algorithm
+from ablate.factors.spec import CurveSpec
+from ablate.study.study import Study
 from ablate.tracking import RunTable, StudyStore
 
 KEYS = ["trial_id", "arm", "model", "template", "seed"]
@@ -100,7 +100,7 @@ def _is_nan(value: object) -> bool:
 
 
 def _algorithm_from(values: dict) -> Algorithm:
-    from ablate.algorithms import RENAMED
+    from ablate.factors.algorithms import RENAMED
 
     names = {f.name for f in dataclasses.fields(Algorithm)} | set(RENAMED)
     clean = {k: (v.item() if hasattr(v, "item") else v) for k, v in values.items() if k in names}
@@ -127,8 +127,8 @@ def planned_trials(study: Study) -> pd.DataFrame:
 def _identified(study: Study) -> list:
     """Trials with their base models' weights hashes (as the runner ids them); without them
     when a model folder is gone (runs are then matched by cell)."""
-    from ablate.errors import AblateError
-    from ablate.runner import identified_trials
+    from ablate.base.errors import AblateError
+    from ablate.study.runner import identified_trials
 
     try:
         return identified_trials(study)

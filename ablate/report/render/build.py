@@ -19,7 +19,7 @@ from ablate.report.render.figures import LEAD, caption, write_figures
 from ablate.report.render.multiples import check_axis
 from ablate.report.render.tables import build_tables
 from ablate.report.stats import contrasts as cx
-from ablate.study import Study
+from ablate.study.study import Study
 
 # Reads on a phone (390 px) as on a desktop: wide tables scroll inside their own box, figures
 # shrink to the page, long words break; tests/test_browser.py checks there is no page overflow.

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ablate.evaluation import SELECTION_METRIC
 from ablate.report.data.load import StudyData
 from ablate.report.data.table import Table, TableSpec
 from ablate.report.stats import inference
 from ablate.report.stats import measures as m
+from ablate.trial.evaluation import SELECTION_METRIC
 
 EVAL = "eval/pass_at_1"
 

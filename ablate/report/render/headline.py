@@ -15,7 +15,7 @@ import dataclasses
 import numpy as np
 import pandas as pd
 
-from ablate import confounds
+from ablate.factors import confounds
 from ablate.report.data.load import StudyData
 from ablate.report.data.table import SIGNIFICANT, Table, TableSpec
 from ablate.report.render import elicited

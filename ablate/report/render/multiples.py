@@ -16,13 +16,13 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ablate.errors import ConfigError
+from ablate.base.errors import ConfigError
+from ablate.factors.spec import COMPUTE_AXES, CurveSpec
 from ablate.report.curves.analysis import eval_points
 from ablate.report.data.load import StudyData
 from ablate.report.render.palette import BAND, NEUTRAL, study_styles
 from ablate.report.stats import inference
 from ablate.report.stats import measures as m
-from ablate.spec import COMPUTE_AXES, CurveSpec
 
 #: The x axes a learning curve can be drawn on, with their labels.
 AXES = {

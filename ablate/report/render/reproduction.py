@@ -9,7 +9,7 @@ import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from ablate.finding import Finding
+from ablate.factors.finding import Finding
 from ablate.report.claims.paper import finding_claims
 from ablate.report.claims.rules import NOT_TESTABLE, NOT_TESTED, Claim
 from ablate.report.claims.sentences import finding_sentences

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from ablate import passk
+from ablate.base import passk
 from ablate.report.data.load import StudyData
 from ablate.report.render.palette import NEUTRAL, study_styles
 from ablate.report.stats import inference

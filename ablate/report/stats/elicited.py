@@ -1,4 +1,4 @@
-"""RL gains over the best-elicited base (`ablate.elicitation`), problem by problem.
+"""RL gains over the best-elicited base (`ablate.trial.elicitation`), problem by problem.
 
 An arm's final eval is a seed × problem matrix of pass rates; the base under each elicitation
 role is one rate per eval problem (chosen on the selection split, measured on these problems).

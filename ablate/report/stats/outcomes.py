@@ -45,7 +45,7 @@ FINISHED, DIVERGED, SATURATED, FAILED, PENDING = (
     "failed",
     "pending",
 )
-#: The trainer's messages (`ablate.batch`) for a trial stopped by its algorithm's data filter.
+#: The trainer's messages (`ablate.stages.batch`) for a trial its algorithm's data filter stopped.
 SATURATION_REASONS = ("dynamic sampling found", "No-Positive-Resampling has retired all")
 ENDED_STATUS = ("FINISHED", "FAILED", "KILLED")
 

@@ -19,11 +19,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ablate.errors import ConfigError, StudyError
+from ablate.base.errors import ConfigError, StudyError
 from ablate.report.stats import design
 from ablate.report.stats.design import Components, Cost, Design
 from ablate.report.stats.inference import ALPHA, MIN_SEEDS
-from ablate.study import Study
+from ablate.study.study import Study
 
 # Defaults without a pilot. Components of one contrast (arm − reference) on pass@1:
 #: per-seed SD of an arm's final pass@1, pooled over arms (issue 28: `make demo`, 64 problems ×

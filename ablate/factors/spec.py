@@ -1,0 +1,362 @@
+"""What defines one trial: algorithm, base model, task, template, seed, budget, optimiser, eval.
+
+Frozen and keyword-only like `Algorithm`; `TrialSpec.id` is a stable hash of everything that
+defines the trial, so the same trial is recognised across processes and machines.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import math
+from dataclasses import dataclass, field
+from typing import Any, Literal, get_args
+
+from ablate.base.devices import device_problems
+from ablate.base.errors import ConfigError
+from ablate.factors.algorithms import Algorithm
+
+
+def _problems(obj: Any, checks: dict[str, bool]) -> list[str]:
+    return [f"{type(obj).__name__}: {msg}" for msg, ok in checks.items() if not ok]
+
+
+#: A field's annotation -> (the values it accepts, how a message names them).
+_KINDS: dict[str, tuple[Any, str]] = {
+    "int": (lambda v: isinstance(v, int) and not isinstance(v, bool), "an integer"),
+    "float": (
+        lambda v: isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v),
+        "a finite number",
+    ),
+    "bool": (lambda v: isinstance(v, bool), "True or False"),
+    "str": (lambda v: isinstance(v, str), "a string"),
+}
+
+
+def type_problems(obj: Any) -> list[str]:
+    """Each field whose value is not of its declared type, named (`max_steps='5' must be an
+    integer`): checked before the range checks, which would fail on it with a bare TypeError."""
+    out = []
+    for f in dataclasses.fields(obj):
+        value, kind = getattr(obj, f.name), str(f.type)
+        optional = kind.endswith(" | None")
+        base = kind.removesuffix(" | None")
+        if optional and value is None:
+            continue
+        if base.startswith("tuple["):
+            ok, what = isinstance(value, tuple | list), "a tuple"
+            if ok and base.startswith("tuple[int"):
+                ok = all(_KINDS["int"][0](v) for v in value)
+                what = "a tuple of integers"
+            elif ok and base.startswith("tuple[float"):
+                ok = all(_KINDS["float"][0](v) for v in value)
+                what = "a tuple of numbers"
+        elif base in _KINDS:
+            accepts, what = _KINDS[base]
+            ok = accepts(value)
+        else:
+            continue
+        if not ok:
+            what += " or None" if optional else ""
+            out.append(f"{type(obj).__name__}: {f.name}={value!r} must be {what}")
+    return out
+
+
+@dataclass(frozen=True, kw_only=True)
+class Budget:
+    """How much each trial may spend; arms of one comparison share it."""
+
+    max_steps: int = 100
+    """Optimizer-step budget counted in RL steps (one rollout batch each)."""
+    max_generated_tokens: int | None = None
+    """Stop once this many tokens were generated (compute-matched comparisons); None = off."""
+    prompts_per_step: int = 8
+    """Prompts (groups) per RL step."""
+    group_size: int = 8
+    """Completions per prompt (G)."""
+    max_new_tokens: int = 80
+    """Generation limit per completion."""
+    temperature: float = 1.0
+    """Rollout sampling temperature (the trainer's log-probs use the same temperature)."""
+    top_p: float = 1.0
+    """Rollout nucleus sampling (1 = off; <1 makes the engine's log-probs inexact)."""
+    top_k: int = 0
+    """Rollout top-k sampling (0 = off)."""
+
+    def problems(self) -> list[str]:
+        if wrong := type_problems(self):
+            return wrong
+        return _problems(
+            self,
+            {
+                f"max_steps={self.max_steps} must be >= 1": self.max_steps >= 1,
+                f"group_size={self.group_size} must be >= 2 (one sample has no group baseline)": (
+                    self.group_size >= 2
+                ),
+                f"prompts_per_step={self.prompts_per_step} must be >= 1": self.prompts_per_step
+                >= 1,
+                f"max_new_tokens={self.max_new_tokens} must be >= 1": self.max_new_tokens >= 1,
+                f"temperature={self.temperature} must be > 0": self.temperature > 0,
+                "max_generated_tokens must be None or >= 1": (
+                    self.max_generated_tokens is None or self.max_generated_tokens >= 1
+                ),
+            },
+        )
+
+
+@dataclass(frozen=True, kw_only=True)
+class Optim:
+    """Optimiser settings (trial settings, not algorithm factors)."""
+
+    lr: float = 3e-5
+    """AdamW learning rate (measured on the zoo's 0.53M model: 3e-5 improves it, 1e-4
+    degrades it)."""
+    weight_decay: float = 0.0
+    """AdamW weight decay."""
+    betas: tuple[float, float] = (0.9, 0.999)
+    """AdamW betas."""
+    grad_clip: float = 1.0
+    """Max gradient norm (0 = no clipping)."""
+    warmup_steps: int = 0
+    """Linear LR warm-up over this many optimizer updates, then constant."""
+
+    def problems(self) -> list[str]:
+        if wrong := type_problems(self):
+            return wrong
+        return _problems(
+            self,
+            {
+                f"lr={self.lr} must be > 0 and finite": self.lr > 0 and math.isfinite(self.lr),
+                f"grad_clip={self.grad_clip} must be >= 0": self.grad_clip >= 0,
+                f"warmup_steps={self.warmup_steps} must be >= 0": self.warmup_steps >= 0,
+                f"weight_decay={self.weight_decay} must be >= 0": self.weight_decay >= 0,
+            },
+        )
+
+
+@dataclass(frozen=True, kw_only=True)
+class EvalSpec:
+    """Held-out evaluation: every `every` steps, on a compute cadence (every `every_tokens`
+    generated tokens, every `every_flops` model FLOPs, log-spaced from `log_from`), and at the
+    end (at most once per step)."""
+
+    every: int = 0
+    """Evaluate every this many steps (0 = only at the start and the end)."""
+    every_tokens: int = 0
+    """Also evaluate in the step whose generated tokens cross a multiple of this (0 = off)."""
+    every_flops: float = 0.0
+    """Also evaluate in the step whose model FLOPs (`ablate.stages.compute`) cross a multiple of
+    this (0 = off)."""
+    log_from: float = 0.0
+    """Also evaluate on a log-spaced compute cadence: in the step crossing log_from ×
+    10^(k / log_per_decade), k = 0, 1, … (0 = off)."""
+    log_per_decade: int = 4
+    """Marks per decade of the log-spaced cadence."""
+    log_axis: str = "tokens"
+    """The compute the log-spaced cadence counts: "tokens" (generated) or "flops" (model)."""
+    at_start: bool = True
+    """Also evaluate the base model before step 1 (for gains)."""
+    n_samples: int = 8
+    """Samples per eval problem (pass@1 is their mean correctness)."""
+    ks: tuple[int, ...] = (1, 8)
+    """pass@k values reported."""
+    max_problems: int | None = None
+    """Eval problems used (the first ones of the eval split); None = the whole split, the
+    report's task-level reading (below 256 problems the study warns)."""
+    temperature: float = 1.0
+    """Eval sampling temperature."""
+    selection_problems: int = 0
+    """Also evaluate on a selection split: the eval split's next this many problems after the
+    first `max_problems` (never trained on, never in the headline), logged as
+    selection/pass_at_1; the report's labelled best-checkpoint reading chooses each trial's
+    checkpoint there, never on the eval problems (0 = off)."""
+
+    def problems(self) -> list[str]:
+        if wrong := type_problems(self):
+            return wrong
+        return _problems(
+            self,
+            {
+                f"every={self.every} must be >= 0": self.every >= 0,
+                f"every_tokens={self.every_tokens} must be >= 0 (0 = off)": (
+                    self.every_tokens >= 0
+                ),
+                f"every_flops={self.every_flops} must be >= 0 (0 = off)": self.every_flops >= 0,
+                f"log_from={self.log_from} must be >= 0 (0 = off)": self.log_from >= 0,
+                f"log_per_decade={self.log_per_decade} must be >= 1": self.log_per_decade >= 1,
+                f"log_axis={self.log_axis!r} must be 'tokens' or 'flops'": (
+                    self.log_axis in ("tokens", "flops")
+                ),
+                f"n_samples={self.n_samples} must be >= 1": self.n_samples >= 1,
+                f"ks={self.ks} must be in 1..n_samples": (
+                    bool(self.ks) and all(1 <= k <= self.n_samples for k in self.ks)
+                ),
+                f"max_problems={self.max_problems} must be None (all) or >= 1": (
+                    self.max_problems is None or self.max_problems >= 1
+                ),
+                f"temperature={self.temperature} must be > 0": self.temperature > 0,
+                f"selection_problems={self.selection_problems} must be >= 0 (0 = off)": (
+                    self.selection_problems >= 0
+                ),
+                "selection_problems needs max_problems (the selection split is the eval "
+                "split's problems after the first max_problems)": (
+                    not self.selection_problems or self.max_problems is not None
+                ),
+            },
+        )
+
+
+#: The compute axes a trial logs every step, by the name a `CurveSpec` uses -> metric.
+COMPUTE_AXES = {
+    "generated_tokens": "budget/generated_tokens",
+    "trained_tokens": "budget/trained_tokens",
+    "model_flops": "perf/model_flops",
+    "wall_seconds": "budget/wall_seconds",
+}
+
+
+@dataclass(frozen=True, kw_only=True)
+class CurveSpec:
+    """Compute–performance curves in a study's report: ScaleRL's sigmoid fitted per arm and
+    seed (`ablate.report.curves`). Declared with the study, before its results are seen."""
+
+    axis: str = "generated_tokens"
+    """The compute on the x axis: a key of `COMPUTE_AXES`."""
+    warmup: float = 0.0
+    """Evals at less compute than this are not fitted (ScaleRL fits after about one epoch)."""
+    target: float | None = None
+    """A pass@1 whose compute-to-reach the report gives with an interval (None = none)."""
+
+    def problems(self) -> list[str]:
+        if wrong := type_problems(self):
+            return wrong
+        target_ok = self.target is None or 0 < self.target < 1
+        return _problems(
+            self,
+            {
+                f"axis={self.axis!r} must be one of {sorted(COMPUTE_AXES)}": (
+                    self.axis in COMPUTE_AXES
+                ),
+                f"warmup={self.warmup} must be >= 0": self.warmup >= 0,
+                f"target={self.target} must be a pass@1 in (0, 1) or None": target_ok,
+            },
+        )
+
+
+Engine = Literal["hf", "vllm"]
+
+
+def setting_problems(
+    budget: Budget, optim: Optim, eval: EvalSpec, checkpoint_every: int, engine: str
+) -> list[str]:
+    """What is wrong with a trial's settings (a study's are checked by the same rules)."""
+    problems = budget.problems() + optim.problems() + eval.problems()
+    if not isinstance(checkpoint_every, int) or checkpoint_every < 0:
+        problems.append(f"checkpoint_every={checkpoint_every!r} must be an integer >= 0")
+    if engine not in get_args(Engine):
+        problems.append(f"engine={engine!r} must be 'hf' or 'vllm'")
+    if engine == "vllm" and not problems:  # refused here, before any compute, not by vLLM
+        from ablate.base.records import vllm_temperature_problems  # lazily: records imports torch
+
+        problems += vllm_temperature_problems(budget.temperature, "budget.temperature")
+        problems += vllm_temperature_problems(eval.temperature, "eval.temperature")
+    return problems
+
+
+@dataclass(frozen=True, kw_only=True)
+class TrialSpec:
+    """One trial: one algorithm from one base model under one template with one seed."""
+
+    algorithm: Algorithm
+    model: str
+    """Zoo name or local checkpoint directory."""
+    task: str = "arithmetic"
+    task_options: tuple[tuple[str, Any], ...] = ()
+    """Options for `get_task`, as sorted (key, value) pairs (hashable)."""
+    template: str = "plain"
+    seed: int = 0
+    budget: Budget = field(default_factory=Budget)
+    optim: Optim = field(default_factory=Optim)
+    eval: EvalSpec = field(default_factory=EvalSpec)
+    checkpoint_every: int = 0
+    """Save a resumable checkpoint every this many steps (0 = only at the end)."""
+    engine: Engine = "hf"
+    """Rollout engine: "hf" (our KV-cache sampler, CPU or GPU) or "vllm" (GPU, optional extra)."""
+    device: str = "cpu"
+    """Torch device of the policy, reference and critic ("cpu", "cuda", "cuda:N", or "auto":
+    CUDA when torch sees a GPU); `ablate.base.devices`."""
+    precision: str = "fp32"
+    """"fp32", or "bf16": fp32 weights, forward passes under bf16 autocast (a GPU option,
+    logged with the trial's parameters); `ablate.base.devices`."""
+    study: str = ""
+    """Name of the study this trial belongs to (part of the id)."""
+    replicate: str = ""
+    """Name of an A/A replicate arm: its rollouts (and mini-batch order) draw from a seed stream
+    of their own, while its data order, eval samples and initial state stay the study's common
+    random numbers, so it pairs with its twin by seed like any other arm; '' = not a replicate."""
+    model_weights: str = ""
+    """sha256 of the base model's weights (filled in by the runner), so that a model rebuilt
+    under the same name is a new trial, not the old one resumed; '' = not recorded."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "task_options", tuple(sorted(dict(self.task_options).items())))
+        problems = setting_problems(
+            self.budget, self.optim, self.eval, self.checkpoint_every, self.engine
+        ) + [f"TrialSpec: {p}" for p in device_problems(self.device, self.precision)]
+        if problems:
+            raise ConfigError("invalid trial:\n  - " + "\n  - ".join(problems))
+
+    @property
+    def rng_seed(self) -> int:
+        """The seed of the trial's common random numbers: data order, eval samples, init."""
+        return self.seed
+
+    @property
+    def rollout_seed(self) -> int:
+        """The seed of the training rollouts and the update's mini-batch order: `seed`, or for
+        an A/A replicate a stable seed of its own (the only randomness it does not share)."""
+        if not self.replicate:
+            return self.seed
+        from ablate.base.seeding import derive_seed  # lazily: seeding imports torch, specs must not
+
+        return derive_seed(self.seed, "replicate", self.replicate) % 2**31
+
+    def as_dict(self) -> dict[str, Any]:
+        d = dataclasses.asdict(self)
+        d["task_options"] = dict(self.task_options)
+        return d
+
+    @property
+    def id(self) -> str:
+        """Stable hash of everything that defines the trial (not of where it runs).
+
+        Only values that differ from their field's default are hashed, so adding a new factor
+        (with a default that keeps the old behaviour) leaves every existing trial id, and so its
+        finished MLflow run, valid. Changing an existing default changes what old ids mean:
+        bump `ID_VERSION` when doing so."""
+        blob = json.dumps([ID_VERSION, _non_default(self)], sort_keys=True, default=repr)
+        return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+#: Bumped whenever a default of Algorithm, Budget, Optim, EvalSpec or TrialSpec changes meaning,
+#: or what a trial produces.
+# 2: rollout seeds keyed on (step, attempt), no longer on the count of generation batches.
+# 3: EvalSpec.max_problems defaults to the whole eval split (was 64); an A/A replicate shares its
+#    twin's data order and eval samples (common random numbers), only its rollouts differ.
+ID_VERSION = 3
+
+
+def _non_default(obj: Any) -> Any:
+    """A dataclass as a dict of its non-default fields, recursively (tuples of pairs as dicts)."""
+    if not dataclasses.is_dataclass(obj):
+        return obj
+    out = {}
+    for f in dataclasses.fields(obj):
+        value = getattr(obj, f.name)
+        if f.default is not dataclasses.MISSING and value == f.default:
+            continue
+        if f.default_factory is not dataclasses.MISSING and value == f.default_factory():
+            continue
+        out[f.name] = _non_default(value)
+    return out

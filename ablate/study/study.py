@@ -1,0 +1,315 @@
+"""Studies in Python: `Study(...)` names the base models, templates, arms (`ablate.study.arms`),
+seeds and the shared budget; `trials()` expands it into frozen `Trial`s with stable ids. A study
+file imports everything it needs from here (`from ablate.study import Budget, Study, arm, ...`).
+
+Arms are built lazily from (base, changes), so a study with several bad arms reports every
+problem at once — as `StudyError`, before any compute or results-store write.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import itertools
+import re
+import sys
+import warnings
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ablate.base.errors import AblateError, StudyError, StudyWarning
+from ablate.factors.finding import Finding
+from ablate.factors.spec import Budget, CurveSpec, Engine, EvalSpec, Optim, TrialSpec
+from ablate.launch.options import Launch, SlurmOptions
+from ablate.study.arms import Arm, arm, full_factorial, one_at_a_time, path
+from ablate.study.checks import study_problems, study_warnings
+
+__all__ = [
+    "Arm",
+    "Budget",
+    "Cells",
+    "CurveSpec",
+    "ElicitSpec",
+    "EvalSpec",
+    "Launch",
+    "Optim",
+    "PassKSpec",
+    "SearchSpace",
+    "SlurmOptions",
+    "Study",
+    "Trial",
+    "arm",
+    "full_factorial",
+    "load_study",
+    "one_at_a_time",
+    "path",
+]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Cells:
+    """An extra sub-grid beyond the study's full product; None means the study's own list."""
+
+    arms: Sequence[str] | None = None
+    base_models: Sequence[str] | None = None
+    templates: Sequence[str] | None = None
+    seeds: Sequence[int] | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class ElicitSpec:
+    """The best-elicited base: a declared grid of templates × few-shot examples × temperatures ×
+    answer parses, searched on a *selection* split (the first `selection_problems` problems of the
+    task's train split, which shares no problem with eval), the winner then measured on the eval
+    problems the trials are evaluated on. RL gains are reported over it as well as over step 0."""
+
+    templates: Sequence[str] | None = None
+    """Templates searched; None = the study's templates."""
+    shots: Sequence[int] = (0, 1)
+    """Worked examples (from the train split, never the selection or eval problems) per prompt."""
+    temperatures: Sequence[float] = ()
+    """Sampling temperatures searched besides the eval temperature, which is always searched."""
+    parses: Sequence[str] = ("strict", "lenient")
+    """Answer parses searched (`ablate.tasks.templates.PARSES`); "strict" is always searched."""
+    selection_problems: int = 64
+    """Problems of the selection split."""
+    n: int = 8
+    """Samples per selection problem (pass@1 is their mean correctness)."""
+
+    def __post_init__(self) -> None:
+        for name in ("shots", "temperatures", "parses"):
+            object.__setattr__(self, name, tuple(getattr(self, name)))
+        if self.templates is not None:
+            object.__setattr__(self, "templates", tuple(self.templates))
+
+
+@dataclass(frozen=True, kw_only=True)
+class PassKSpec:
+    """The Pass@G phase: every base model × template before any RL."""
+
+    n: int = 16
+    ks: tuple[int, ...] = (1, 4, 8, 16)
+    max_problems: int = 64
+    templates: Sequence[str] | None = None
+    temperature: float = 1.0
+    elicit: ElicitSpec | None = None
+    """Also search the best-elicited base (None = off)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class SearchSpace:
+    """A dimension for `ablate tune`: log-uniform floats or a categorical choice."""
+
+    low: float | None = None
+    high: float | None = None
+    log: bool = False
+    choices: Sequence[Any] | None = None
+    target: str = "algorithm"  # "algorithm" field or "optim" setting
+
+
+@dataclass(frozen=True)
+class Trial:
+    """One expanded trial: the arm it belongs to and its frozen spec."""
+
+    arm: str
+    spec: TrialSpec
+
+    @property
+    def id(self) -> str:
+        return self.spec.id
+
+
+@dataclass(frozen=True, kw_only=True)
+class Study:
+    """A grid of trials sharing one task, budget, optimiser and evaluation."""
+
+    name: str
+    base_models: Sequence[str]
+    arms: Sequence[Arm]
+    templates: Sequence[str] = ("plain",)
+    seeds: Sequence[int] = (0,)
+    task: str = "arithmetic"
+    task_options: Mapping[str, Any] = field(default_factory=dict)
+    budget: Budget = field(default_factory=Budget)
+    eval: EvalSpec = field(default_factory=EvalSpec)
+    optim: Optim = field(default_factory=Optim)
+    passk: PassKSpec | None = field(default_factory=PassKSpec)
+    reference: str | None = None
+    extra: Sequence[Cells] = ()
+    search: Mapping[str, SearchSpace] = field(default_factory=dict)
+    checkpoint_every: int = 25
+    engine: Engine = "hf"
+    device: str = "cpu"
+    precision: str = "fp32"
+    """The trials' precision: "fp32" or "bf16" (autocast on a GPU); `ablate.base.devices`."""
+    effect_of_interest: float | None = None
+    """The smallest Δ pass@1 worth detecting: the report's power and `ablate plan` aim at it."""
+    equivalence_margin: float | None = None
+    """±margin on Δ pass@1 inside which two arms count as equivalent (TOST: the 90% task-level
+    interval inside the margin); None = `effect_of_interest`. Declared before the results."""
+    primary: str = "equal steps"
+    """The primary comparison ("equal steps" or "equal tokens"); every other table is secondary."""
+    looks: Sequence[int] = ()
+    """A sequential design: the seed counts at which `ablate run --until-decided` looks (e.g.
+    (3, 5, 8, 12, 16), the first `looks[-1]` of `seeds`), adding seeds only to the contrasts still
+    undecided; () = a fixed design at every seed."""
+    spending: str = "obrien_fleming"
+    """Alpha spending across `looks` (Lan–DeMets): "obrien_fleming" or "pocock"."""
+    positive_control: str | None = None
+    """An arm with a known, real effect against the reference (e.g. the reference trained on random
+    rewards): the report says whether the study could detect it. Not in the primary family."""
+    curves: CurveSpec | None = None
+    """Fit compute–performance curves in the report (set `eval`'s compute cadence with it)."""
+    findings: Sequence[Finding] = ()
+    """A paper's findings this study tests (`ablate report` tests them on its results)."""
+    launch: Launch | None = None
+    """Where `ablate run` trains the trials unless its options say otherwise: None = locally;
+    `Launch(launcher="slurm", slurm=SlurmOptions(...))` = one Slurm job array."""
+
+    def __post_init__(self) -> None:
+        for name in ("base_models", "arms", "templates", "seeds", "extra", "findings", "looks"):
+            object.__setattr__(self, name, tuple(getattr(self, name)))
+        object.__setattr__(self, "arms", _with_replicates_resolved(_collapsed(self.arms)))
+        problems = study_problems(self)
+        if len(problems) == 1:
+            raise StudyError(f"study {self.name!r}: {problems[0]}")
+        if problems:
+            raise StudyError(
+                f"study {self.name!r} has {len(problems)} problem(s):\n  - "
+                + "\n  - ".join(problems)
+            )
+        for message in study_warnings(self):
+            warnings.warn(message, StudyWarning, stacklevel=3)
+
+    @property
+    def reference_arm(self) -> str:
+        return self.reference or self.arms[0].name
+
+    def arm(self, name: str) -> Arm:
+        return next(a for a in self.arms if a.name == name)
+
+    @property
+    def compared_arms(self) -> tuple[Arm, ...]:
+        """Arms contrasted with the reference (A/A replicates and the positive control are
+        checked on their own)."""
+        return tuple(
+            a for a in self.arms if a.replicate_of is None and a.name != self.positive_control
+        )
+
+    def cells(self) -> list[tuple[str, str, str, int]]:
+        """(arm, base model, template, seed) in a stable order, without duplicates."""
+        grids = [Cells(), *self.extra]
+        out: dict[tuple, None] = {}
+        for g in grids:
+            for cell in itertools.product(
+                g.arms or [a.name for a in self.arms],
+                g.base_models or self.base_models,
+                g.templates or self.templates,
+                g.seeds if g.seeds is not None else self.seeds,
+            ):
+                out[cell] = None
+        return list(out)
+
+    def trials(self) -> list[Trial]:
+        algos = {a.name: a.algorithm for a in self.arms}
+        replicates = {a.name for a in self.arms if a.replicate_of}
+        return [
+            Trial(
+                arm_name,
+                TrialSpec(
+                    algorithm=algos[arm_name],
+                    model=model,
+                    task=self.task,
+                    task_options=tuple(sorted(self.task_options.items())),
+                    template=template,
+                    seed=seed,
+                    budget=self.budget,
+                    optim=self.optim,
+                    eval=self.eval,
+                    checkpoint_every=self.checkpoint_every,
+                    study=self.name,
+                    engine=self.engine,
+                    device=self.device,
+                    precision=self.precision,
+                    replicate=arm_name if arm_name in replicates else "",
+                ),
+            )
+            for arm_name, model, template, seed in self.cells()
+        ]
+
+
+def _collapsed(arms: tuple[Arm, ...]) -> tuple[Arm, ...]:
+    """Equal arms collapse into one when a grid builder made all but one of them; equal arms
+    written by hand stay, for the duplicate-name check to report."""
+    out: list[Arm] = []
+    for a in arms:
+        twin = next((i for i, b in enumerate(out) if b == a), None)
+        if twin is None or not (a.generated or out[twin].generated):
+            out.append(a)
+        elif out[twin].generated:
+            out[twin] = a  # the hand-written one stands for both
+    return tuple(out)
+
+
+def _with_replicates_resolved(arms: tuple[Arm, ...]) -> tuple[Arm, ...]:
+    """A replicate given without a base takes its original's base and changes."""
+    by_name = {a.name: a for a in arms}
+    out = []
+    for a in arms:
+        original = by_name.get(a.replicate_of) if a.replicate_of else None
+        if original is not None and a.base is None and original.base is not None:
+            a = Arm(
+                name=a.name,
+                base=original.base,
+                changes=original.changes,
+                replicate_of=original.name,
+            )
+        out.append(a)
+    return tuple(out)
+
+
+def load_study(path_or_module: str | Path) -> Study:
+    """Import a study file (or `studies.x` module) and return its `STUDY`."""
+    text = str(path_or_module)
+    file = Path(text)
+    if not file.suffix and not file.exists():
+        file = Path(*text.split(".")).with_suffix(".py")
+    if not file.is_file():
+        raise StudyError(f"no study file {text!r}")
+    module_name = "ablate_study_" + re.sub(r"\W", "_", file.stem)
+    spec = importlib.util.spec_from_file_location(module_name, file)
+    module = importlib.util.module_from_spec(spec)
+    # a study file may import the files beside it (shared arms): `from tricks_or_traps import …`
+    sys.path.insert(0, str(file.resolve().parent))
+    try:
+        spec.loader.exec_module(module)  # type: ignore[union-attr]
+    except AblateError as exc:
+        raise StudyError(f"{_located(file, exc)}: {exc}") from None
+    except Exception as exc:  # a typo in the study file: its line, not a traceback into ablate
+        detail = exc.msg if isinstance(exc, SyntaxError) else str(exc)
+        message = " ".join(detail.split())
+        raise StudyError(f"{_located(file, exc)}: {type(exc).__name__}: {message}") from None
+    finally:
+        sys.path.remove(str(file.resolve().parent))
+    study = getattr(module, "STUDY", None)
+    if not isinstance(study, Study):
+        raise StudyError(f"{file} must define STUDY = Study(...)")
+    return study
+
+
+def _located(file: Path, exc: BaseException) -> str:
+    """`file:line`, the line being the study file's own (the last of its frames the exception
+    passed through), not the library frame that raised; just `file` when it has no such frame."""
+    if isinstance(exc, SyntaxError) and _same_file(exc.filename, file):
+        return f"{file}:{exc.lineno}"
+    line, tb = None, exc.__traceback__
+    while tb is not None:
+        if _same_file(tb.tb_frame.f_code.co_filename, file):
+            line = tb.tb_lineno
+        tb = tb.tb_next
+    return f"{file}:{line}" if line is not None else str(file)
+
+
+def _same_file(name: str | None, file: Path) -> bool:
+    return name is not None and Path(name).resolve() == file.resolve()
