@@ -14,8 +14,9 @@ import argparse
 import statistics
 import time
 
+from ablate.factors.eval_spec import EvalSpec
 from ablate.factors.presets import baseline, baseline_names
-from ablate.factors.spec import Budget, EvalSpec, TrialSpec
+from ablate.factors.spec import Budget, TrialSpec
 from ablate.tracking import MemoryTracker
 from ablate.trial import train
 

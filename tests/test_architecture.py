@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 import ablate
-from ablate.factors.spec import Budget, EvalSpec, TrialSpec
+from ablate.factors.eval_spec import EvalSpec
+from ablate.factors.spec import Budget, TrialSpec
 from ablate.stages.batch import PromptStream
 from ablate.testing import zoo_model_built
 from ablate.trial import TrainState, setup_trial

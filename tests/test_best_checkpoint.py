@@ -8,7 +8,7 @@ import pytest
 
 from ablate.base.errors import ConfigError
 from ablate.factors.algorithms import Algorithm
-from ablate.factors.spec import EvalSpec
+from ablate.factors.eval_spec import EvalSpec
 from ablate.report.render import checkpoints
 from ablate.report.render.tables import TABLES
 from ablate.testing import ScriptedEngine, ToyTask, ToyTemplate, study_data

@@ -9,7 +9,8 @@ import torch
 
 from ablate.base.records import Rollouts
 from ablate.factors.algorithms import Algorithm
-from ablate.factors.spec import Budget, EvalSpec, TrialSpec
+from ablate.factors.eval_spec import EvalSpec
+from ablate.factors.spec import Budget, TrialSpec
 from ablate.stages.compute import (
     Shape,
     StepPasses,

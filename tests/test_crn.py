@@ -12,7 +12,8 @@ import ablate.stages.update
 import ablate.trial.setup
 from ablate.base.seeding import derive_seed
 from ablate.factors.algorithms import Algorithm
-from ablate.factors.spec import Budget, EvalSpec, TrialSpec
+from ablate.factors.eval_spec import EvalSpec
+from ablate.factors.spec import Budget, TrialSpec
 from ablate.stages.batch import PromptStream
 from ablate.tasks import get_task
 from ablate.tasks.base import CHARSET

@@ -17,8 +17,9 @@ from ablate.base.errors import TrialError
 from ablate.base.records import Counters, ScoredBatch
 from ablate.base.seeding import derive_seed, rng
 from ablate.factors.algorithms import Algorithm
+from ablate.factors.eval_spec import EvalSpec
 from ablate.factors.reward_controls import REWARD_CONTROLS, DrawKey, plurality
-from ablate.factors.spec import Budget, EvalSpec, TrialSpec
+from ablate.factors.spec import Budget, TrialSpec
 from ablate.stages.batch import PromptStream, StepSampler, collect_batch
 from ablate.stages.checkpoint import STATE, checkpoint_dirs
 from ablate.tasks import get_task

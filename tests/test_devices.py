@@ -12,8 +12,9 @@ import torch
 
 from ablate.base import devices
 from ablate.base.errors import ConfigError
+from ablate.factors.eval_spec import EvalSpec
 from ablate.factors.presets import baseline
-from ablate.factors.spec import Budget, EvalSpec, TrialSpec
+from ablate.factors.spec import Budget, TrialSpec
 
 
 def spec(**kw) -> TrialSpec:

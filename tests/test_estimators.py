@@ -12,7 +12,8 @@ from torch import nn
 from ablate.base.records import ShapedBatch
 from ablate.factors.advantages import group_advantages
 from ablate.factors.algorithms import AdvantageName, Algorithm
-from ablate.factors.spec import Budget, EvalSpec, TrialSpec
+from ablate.factors.eval_spec import EvalSpec
+from ablate.factors.spec import Budget, TrialSpec
 from ablate.stages.estimators import ESTIMATORS, GroupEstimator, ValueHead, make_estimator
 from ablate.tasks.base import CHARSET
 from ablate.testing import ScriptedEngine, char_tokenizer, cycle_script, tiny_llama

@@ -10,7 +10,8 @@ import pytest
 
 from ablate.base.errors import ConfigError
 from ablate.factors.algorithms import Algorithm
-from ablate.factors.spec import Budget, EvalSpec, TrialSpec
+from ablate.factors.eval_spec import EvalSpec
+from ablate.factors.spec import Budget, TrialSpec
 from ablate.tasks.base import CHARSET
 from ablate.tasks.templates import get_template
 from ablate.testing import ScriptedEngine, ToyTask, ToyTemplate, char_tokenizer, tiny_llama

@@ -207,7 +207,8 @@ def test_training_with_the_fused_forward_follows_the_transformers_trajectory(mon
     import re
 
     from ablate.factors.algorithms import Algorithm
-    from ablate.factors.spec import Budget, EvalSpec, TrialSpec
+    from ablate.factors.eval_spec import EvalSpec
+    from ablate.factors.spec import Budget, TrialSpec
     from ablate.tasks.base import CHARSET
     from ablate.tasks.templates import get_template
     from ablate.testing import ScriptedEngine

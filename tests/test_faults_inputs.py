@@ -103,7 +103,8 @@ def test_an_absurd_size_is_one_line_naming_the_field_and_its_limit(size, tmp_pat
 
 
 def test_the_memory_floor_by_hand():
-    from ablate.factors.spec import Budget, EvalSpec
+    from ablate.factors.eval_spec import EvalSpec
+    from ablate.factors.spec import Budget
     from ablate.study.resources import BYTES_PER_TOKEN, size_problems
 
     assert BYTES_PER_TOKEN == 33

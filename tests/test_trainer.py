@@ -11,7 +11,8 @@ import torch
 
 from ablate.base.records import Counters
 from ablate.factors.algorithms import Algorithm
-from ablate.factors.spec import Budget, EvalSpec, TrialSpec
+from ablate.factors.eval_spec import EvalSpec
+from ablate.factors.spec import Budget, TrialSpec
 from ablate.stages.batch import PromptStream, StepSampler, collect_batch
 from ablate.stages.checkpoint import TRAINER, checkpoint_dirs
 from ablate.stages.estimators import make_estimator

@@ -8,7 +8,8 @@ import statistics
 import pytest
 
 import ablate
-from ablate.factors.spec import Budget, EvalSpec, TrialSpec
+from ablate.factors.eval_spec import EvalSpec
+from ablate.factors.spec import Budget, TrialSpec
 from ablate.trial import train
 
 SEEDS = (0, 1, 2)

@@ -7,7 +7,8 @@ import math
 import pytest
 
 import ablate
-from ablate.factors.spec import Budget, EvalSpec, TrialSpec
+from ablate.factors.eval_spec import EvalSpec
+from ablate.factors.spec import Budget, TrialSpec
 from ablate.tracking import MemoryTracker
 from ablate.trial import train
 

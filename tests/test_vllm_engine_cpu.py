@@ -14,7 +14,8 @@ import torch
 
 from ablate.base.errors import ConfigError
 from ablate.base.records import Rollouts, SamplingParams
-from ablate.factors.spec import Budget, EvalSpec, TrialSpec
+from ablate.factors.eval_spec import EvalSpec
+from ablate.factors.spec import Budget, TrialSpec
 from ablate.rollout import vllm as vllm_engine
 from ablate.testing import char_tokenizer, tiny_llama
 from ablate.testing.vllm import FakeVLLM

@@ -52,7 +52,8 @@ def parse_pairs(items: Sequence[str]) -> dict[str, Any]:
 def _field_types() -> dict[str, dict[str, str]]:
     """section -> {field name: annotation text}."""
     from ablate.factors.algorithms import Algorithm
-    from ablate.factors.spec import Budget, EvalSpec, Optim
+    from ablate.factors.eval_spec import EvalSpec
+    from ablate.factors.spec import Budget, Optim
 
     classes = {"algorithm": Algorithm, "optim": Optim, "budget": Budget, "eval": EvalSpec}
     return {s: {f.name: str(f.type) for f in dataclasses.fields(classes[s])} for s in SECTIONS}

@@ -16,51 +16,8 @@ from typing import Any, Literal, get_args
 from ablate.base.devices import device_problems
 from ablate.base.errors import ConfigError
 from ablate.factors.algorithms import Algorithm
-
-
-def _problems(obj: Any, checks: dict[str, bool]) -> list[str]:
-    return [f"{type(obj).__name__}: {msg}" for msg, ok in checks.items() if not ok]
-
-
-#: A field's annotation -> (the values it accepts, how a message names them).
-_KINDS: dict[str, tuple[Any, str]] = {
-    "int": (lambda v: isinstance(v, int) and not isinstance(v, bool), "an integer"),
-    "float": (
-        lambda v: isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v),
-        "a finite number",
-    ),
-    "bool": (lambda v: isinstance(v, bool), "True or False"),
-    "str": (lambda v: isinstance(v, str), "a string"),
-}
-
-
-def type_problems(obj: Any) -> list[str]:
-    """Each field whose value is not of its declared type, named (`max_steps='5' must be an
-    integer`): checked before the range checks, which would fail on it with a bare TypeError."""
-    out = []
-    for f in dataclasses.fields(obj):
-        value, kind = getattr(obj, f.name), str(f.type)
-        optional = kind.endswith(" | None")
-        base = kind.removesuffix(" | None")
-        if optional and value is None:
-            continue
-        if base.startswith("tuple["):
-            ok, what = isinstance(value, tuple | list), "a tuple"
-            if ok and base.startswith("tuple[int"):
-                ok = all(_KINDS["int"][0](v) for v in value)
-                what = "a tuple of integers"
-            elif ok and base.startswith("tuple[float"):
-                ok = all(_KINDS["float"][0](v) for v in value)
-                what = "a tuple of numbers"
-        elif base in _KINDS:
-            accepts, what = _KINDS[base]
-            ok = accepts(value)
-        else:
-            continue
-        if not ok:
-            what += " or None" if optional else ""
-            out.append(f"{type(obj).__name__}: {f.name}={value!r} must be {what}")
-    return out
+from ablate.factors.eval_spec import EvalSpec
+from ablate.factors.fields import listed_problems, type_problems
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -87,7 +44,7 @@ class Budget:
     def problems(self) -> list[str]:
         if wrong := type_problems(self):
             return wrong
-        return _problems(
+        return listed_problems(
             self,
             {
                 f"max_steps={self.max_steps} must be >= 1": self.max_steps >= 1,
@@ -124,122 +81,13 @@ class Optim:
     def problems(self) -> list[str]:
         if wrong := type_problems(self):
             return wrong
-        return _problems(
+        return listed_problems(
             self,
             {
                 f"lr={self.lr} must be > 0 and finite": self.lr > 0 and math.isfinite(self.lr),
                 f"grad_clip={self.grad_clip} must be >= 0": self.grad_clip >= 0,
                 f"warmup_steps={self.warmup_steps} must be >= 0": self.warmup_steps >= 0,
                 f"weight_decay={self.weight_decay} must be >= 0": self.weight_decay >= 0,
-            },
-        )
-
-
-@dataclass(frozen=True, kw_only=True)
-class EvalSpec:
-    """Held-out evaluation: every `every` steps, on a compute cadence (every `every_tokens`
-    generated tokens, every `every_flops` model FLOPs, log-spaced from `log_from`), and at the
-    end (at most once per step)."""
-
-    every: int = 0
-    """Evaluate every this many steps (0 = only at the start and the end)."""
-    every_tokens: int = 0
-    """Also evaluate in the step whose generated tokens cross a multiple of this (0 = off)."""
-    every_flops: float = 0.0
-    """Also evaluate in the step whose model FLOPs (`ablate.stages.compute`) cross a multiple of
-    this (0 = off)."""
-    log_from: float = 0.0
-    """Also evaluate on a log-spaced compute cadence: in the step crossing log_from ×
-    10^(k / log_per_decade), k = 0, 1, … (0 = off)."""
-    log_per_decade: int = 4
-    """Marks per decade of the log-spaced cadence."""
-    log_axis: str = "tokens"
-    """The compute the log-spaced cadence counts: "tokens" (generated) or "flops" (model)."""
-    at_start: bool = True
-    """Also evaluate the base model before step 1 (for gains)."""
-    n_samples: int = 8
-    """Samples per eval problem (pass@1 is their mean correctness)."""
-    ks: tuple[int, ...] = (1, 8)
-    """pass@k values reported."""
-    max_problems: int | None = None
-    """Eval problems used (the first ones of the eval split); None = the whole split, the
-    report's task-level reading (below 256 problems the study warns)."""
-    temperature: float = 1.0
-    """Eval sampling temperature."""
-    selection_problems: int = 0
-    """Also evaluate on a selection split: the eval split's next this many problems after the
-    first `max_problems` (never trained on, never in the headline), logged as
-    selection/pass_at_1; the report's labelled best-checkpoint reading chooses each trial's
-    checkpoint there, never on the eval problems (0 = off)."""
-
-    def problems(self) -> list[str]:
-        if wrong := type_problems(self):
-            return wrong
-        return _problems(
-            self,
-            {
-                f"every={self.every} must be >= 0": self.every >= 0,
-                f"every_tokens={self.every_tokens} must be >= 0 (0 = off)": (
-                    self.every_tokens >= 0
-                ),
-                f"every_flops={self.every_flops} must be >= 0 (0 = off)": self.every_flops >= 0,
-                f"log_from={self.log_from} must be >= 0 (0 = off)": self.log_from >= 0,
-                f"log_per_decade={self.log_per_decade} must be >= 1": self.log_per_decade >= 1,
-                f"log_axis={self.log_axis!r} must be 'tokens' or 'flops'": (
-                    self.log_axis in ("tokens", "flops")
-                ),
-                f"n_samples={self.n_samples} must be >= 1": self.n_samples >= 1,
-                f"ks={self.ks} must be in 1..n_samples": (
-                    bool(self.ks) and all(1 <= k <= self.n_samples for k in self.ks)
-                ),
-                f"max_problems={self.max_problems} must be None (all) or >= 1": (
-                    self.max_problems is None or self.max_problems >= 1
-                ),
-                f"temperature={self.temperature} must be > 0": self.temperature > 0,
-                f"selection_problems={self.selection_problems} must be >= 0 (0 = off)": (
-                    self.selection_problems >= 0
-                ),
-                "selection_problems needs max_problems (the selection split is the eval "
-                "split's problems after the first max_problems)": (
-                    not self.selection_problems or self.max_problems is not None
-                ),
-            },
-        )
-
-
-#: The compute axes a trial logs every step, by the name a `CurveSpec` uses -> metric.
-COMPUTE_AXES = {
-    "generated_tokens": "budget/generated_tokens",
-    "trained_tokens": "budget/trained_tokens",
-    "model_flops": "perf/model_flops",
-    "wall_seconds": "budget/wall_seconds",
-}
-
-
-@dataclass(frozen=True, kw_only=True)
-class CurveSpec:
-    """Compute–performance curves in a study's report: ScaleRL's sigmoid fitted per arm and
-    seed (`ablate.report.curves`). Declared with the study, before its results are seen."""
-
-    axis: str = "generated_tokens"
-    """The compute on the x axis: a key of `COMPUTE_AXES`."""
-    warmup: float = 0.0
-    """Evals at less compute than this are not fitted (ScaleRL fits after about one epoch)."""
-    target: float | None = None
-    """A pass@1 whose compute-to-reach the report gives with an interval (None = none)."""
-
-    def problems(self) -> list[str]:
-        if wrong := type_problems(self):
-            return wrong
-        target_ok = self.target is None or 0 < self.target < 1
-        return _problems(
-            self,
-            {
-                f"axis={self.axis!r} must be one of {sorted(COMPUTE_AXES)}": (
-                    self.axis in COMPUTE_AXES
-                ),
-                f"warmup={self.warmup} must be >= 0": self.warmup >= 0,
-                f"target={self.target} must be a pass@1 in (0, 1) or None": target_ok,
             },
         )
 

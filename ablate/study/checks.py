@@ -276,7 +276,7 @@ def _passk_problems(study: Study) -> list[str]:
     p = study.passk
     if p is None:
         return []
-    from ablate.factors.spec import type_problems
+    from ablate.factors.fields import type_problems
     from ablate.tasks.templates import template_names
 
     if wrong := type_problems(p):
@@ -293,7 +293,7 @@ def _passk_problems(study: Study) -> list[str]:
 
 
 def _elicit_problems(e) -> list[str]:
-    from ablate.factors.spec import type_problems
+    from ablate.factors.fields import type_problems
     from ablate.tasks.templates import PARSES, template_names
 
     if type(e).__name__ != "ElicitSpec":

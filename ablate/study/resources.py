@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from ablate.factors.spec import Budget, EvalSpec
+    from ablate.factors.eval_spec import EvalSpec
+    from ablate.factors.spec import Budget
 
 #: Bytes a step keeps for each sampled token besides its hidden state: an int64 id, int64 and
 #: bool masks, four float32 per-token values (log-probs of policy, rollout, reference, advantage).

@@ -19,8 +19,9 @@ from pathlib import Path
 from typing import Any
 
 from ablate.base.errors import AblateError, StudyError, StudyWarning
+from ablate.factors.eval_spec import CurveSpec, EvalSpec
 from ablate.factors.finding import Finding
-from ablate.factors.spec import Budget, CurveSpec, Engine, EvalSpec, Optim, TrialSpec
+from ablate.factors.spec import Budget, Engine, Optim, TrialSpec
 from ablate.launch.options import Launch, SlurmOptions
 from ablate.study.arms import Arm, arm, full_factorial, one_at_a_time, path
 from ablate.study.checks import study_problems, study_warnings

@@ -19,7 +19,7 @@ from ablate.base.errors import ConfigError
 from ablate.base.passk import mean_pass_at_k
 from ablate.base.records import SamplingParams, ScoredBatch
 from ablate.base.seeding import derive_seed
-from ablate.factors.spec import EvalSpec
+from ablate.factors.eval_spec import EvalSpec
 from ablate.rollout.base import RolloutEngine
 from ablate.rollout.sample import correct_matrix, sample_and_verify
 from ablate.stages.diagnostics import length_metrics

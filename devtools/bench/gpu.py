@@ -150,8 +150,9 @@ def check_model(label: str, folder: Path, make_engine: EngineFactory, device: st
 def rl_run(loaded, make_engine: EngineFactory, engine_name: str, device: str, steps: int):
     """Per-step metrics of `steps` GRPO steps (no KL, off-policy correction on so that each
     step logs the engine's distance from the trainer) on `loaded` = (model, tokenizer)."""
+    from ablate.factors.eval_spec import EvalSpec
     from ablate.factors.presets import baseline
-    from ablate.factors.spec import Budget, EvalSpec, Optim, TrialSpec
+    from ablate.factors.spec import Budget, Optim, TrialSpec
     from ablate.tracking import MemoryTracker
     from ablate.trial import train
 

@@ -85,8 +85,9 @@ def tokens_per_second(model, tokenizer, device: str, shape: tuple[int, int], rep
 
 def grpo_steps(loaded, device: str, steps: int) -> list[dict[str, float]]:
     """Per-step metrics of `steps` GRPO steps (8 × 8, up to 80 tokens) on `device`."""
+    from ablate.factors.eval_spec import EvalSpec
     from ablate.factors.presets import baseline
-    from ablate.factors.spec import Budget, EvalSpec, Optim, TrialSpec
+    from ablate.factors.spec import Budget, Optim, TrialSpec
     from ablate.tracking import MemoryTracker
     from ablate.trial import train
 

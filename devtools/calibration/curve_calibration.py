@@ -18,7 +18,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from ablate.factors.spec import CurveSpec
+from ablate.factors.eval_spec import CurveSpec
 from ablate.report.curves.analysis import ArmCurves, analyse, arm_curve
 from ablate.report.curves.compare import contrasts
 from ablate.report.curves.pooled import PooledFit

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from ablate.factors.spec import COMPUTE_AXES, CurveSpec
+from ablate.factors.eval_spec import COMPUTE_AXES, CurveSpec
 from ablate.report.curves.check import (
     Forecast,
     PowerFit,

@@ -7,7 +7,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from ablate.factors.spec import CurveSpec
+from ablate.factors.eval_spec import CurveSpec
 from ablate.report.curves.analysis import ArmCurves, exp_estimate, points, seed_of
 from ablate.report.curves.fit import A_STEP
 from ablate.report.curves.pooled import pooled_fit

@@ -8,7 +8,7 @@ import math
 
 import numpy as np
 
-from ablate.factors.spec import CurveSpec
+from ablate.factors.eval_spec import CurveSpec
 from ablate.report.curves.analysis import (
     ArmCurves,
     arm_curves,

@@ -32,7 +32,7 @@ import pandas as pd
 
 from ablate import tracking
 from ablate.factors.algorithms import Algorithm
-from ablate.factors.spec import CurveSpec
+from ablate.factors.eval_spec import CurveSpec
 from ablate.study.study import Study
 from ablate.tracking import RunTable, StudyStore
 

@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from ablate.base.errors import ConfigError
-from ablate.factors.spec import COMPUTE_AXES, CurveSpec
+from ablate.factors.eval_spec import COMPUTE_AXES, CurveSpec
 from ablate.report.curves.analysis import eval_points
 from ablate.report.data.load import StudyData
 from ablate.report.render.palette import BAND, NEUTRAL, study_styles
