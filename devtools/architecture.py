@@ -218,7 +218,7 @@ STAGES = (
     ("shape", ("ablate.stages.shaping",)),
     (
         "estimate",
-        ("ablate.stages.estimators", "ablate.factors.critic", "ablate.factors.advantages"),
+        ("ablate.factors.estimators", "ablate.factors.critic", "ablate.factors.advantages"),
     ),
     ("update", ("ablate.stages.update", "ablate.factors.objective", "ablate.factors.surrogates")),
     ("account", ("ablate.stages.compute",)),

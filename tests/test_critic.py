@@ -17,8 +17,8 @@ from ablate.factors.critic import (
     token_rewards,
     value_loss,
 )
+from ablate.factors.estimators import value_head
 from ablate.factors.objective import AGGREGATIONS, RATIOS, policy_loss
-from ablate.stages.estimators import ValueHead
 
 T = torch.tensor
 
@@ -147,7 +147,7 @@ def test_value_head_starts_at_zero_without_drawing_random_numbers():
     torch.manual_seed(0)
     before = torch.rand(1)
     torch.manual_seed(0)
-    head = ValueHead(16)
+    head = value_head(16)
     assert torch.equal(torch.rand(1), before)  # common random numbers with the GRPO arms
     assert head(torch.randn(2, 5, 16)).shape == (2, 5)
     assert head(torch.randn(2, 5, 16)).abs().sum() == 0

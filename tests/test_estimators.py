@@ -12,9 +12,9 @@ from torch import nn
 from ablate.base.records import ShapedBatch
 from ablate.factors.advantages import group_advantages
 from ablate.factors.algorithms import AdvantageName, Algorithm
+from ablate.factors.estimators import ESTIMATORS, GroupEstimator, make_estimator, value_head
 from ablate.factors.eval_spec import EvalSpec
 from ablate.factors.spec import Budget, TrialSpec
-from ablate.stages.estimators import ESTIMATORS, GroupEstimator, ValueHead, make_estimator
 from ablate.tasks.base import CHARSET
 from ablate.testing import ScriptedEngine, char_tokenizer, cycle_script, tiny_llama
 from ablate.tracking import MemoryTracker
@@ -69,7 +69,7 @@ class ProbeEstimator(GroupEstimator):
 
     def __init__(self, algo, *, group_size, hidden_size, device):
         super().__init__(algo, group_size=group_size, hidden_size=hidden_size, device=device)
-        self.head = ValueHead(hidden_size)
+        self.head = value_head(hidden_size)
         nn.init.normal_(self.head.weight, std=0.1, generator=torch.Generator().manual_seed(0))
         self.losses = 0
 

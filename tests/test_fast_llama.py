@@ -8,8 +8,8 @@ import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
 from ablate.base.records import Rollouts
+from ablate.factors.estimators import value_head
 from ablate.models import fast_llama
-from ablate.stages.estimators import ValueHead
 from ablate.stages.forward import completion_forward, forward_tokens
 from ablate.testing import char_tokenizer, tiny_llama
 
@@ -133,7 +133,7 @@ def test_distinct_prompts_groups_rows_by_ids_and_mask():
 
 def test_completion_forward_same_on_both_paths_with_a_critic(tokenizer, monkeypatch):
     model = tiny_llama(seed=2, tokenizer=tokenizer)
-    critic = ValueHead(model.config.hidden_size)
+    critic = value_head(model.config.hidden_size)
     torch.nn.init.normal_(critic.weight)
     ids, attn, width = group_batch(tokenizer)
     valid = attn[:, width:].bool()

@@ -11,11 +11,11 @@ import torch
 
 from ablate.base.records import Counters
 from ablate.factors.algorithms import Algorithm
+from ablate.factors.estimators import make_estimator
 from ablate.factors.eval_spec import EvalSpec
 from ablate.factors.spec import Budget, TrialSpec
 from ablate.stages.batch import PromptStream, StepSampler, collect_batch
 from ablate.stages.checkpoint import TRAINER, checkpoint_dirs
-from ablate.stages.estimators import make_estimator
 from ablate.stages.forward import frozen_pass
 from ablate.stages.shaping import shape
 from ablate.tasks import get_task
@@ -147,6 +147,13 @@ def test_reference_model_only_when_kl_is_on():
     assert setup_trial(spec(), loaded=loaded(), engine=scripted(mixed)).ref is None
     s = setup_trial(spec(Algorithm(kl_coef=0.04)), loaded=loaded(), engine=scripted(mixed))
     assert s.ref is not None and not any(p.requires_grad for p in s.ref.parameters())
+
+
+def test_the_stages_views_of_a_setup_are_built_once():
+    s = setup_trial(spec(), loaded=loaded(), engine=scripted(mixed))
+    assert s.sampler is s.sampler and s.learner is s.learner
+    assert s.update_config is s.update_config
+    assert s.sampler.engine is s.engine and s.learner.optimizer is s.optimizer
 
 
 # --- budgets and seeds ------------------------------------------------------------------------

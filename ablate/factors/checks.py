@@ -18,7 +18,7 @@ from dataclasses import dataclass, fields
 from typing import Any, get_args, get_type_hints
 
 from ablate.base.errors import AblateWarning
-from ablate.base.registry import FieldRule, finite, rules
+from ablate.base.registry import FieldRule, finite
 
 # Aggregations that sum token losses inside a sequence: with a sequence-level ratio each
 # sequence's (single) loss is then counted |o_i| times, i.e. weighted by its length (trl#3823).
@@ -50,13 +50,10 @@ def problems(algo: Any) -> list[str]:
 
 
 def estimator_reads() -> dict[str, tuple[FieldRule, ...]]:
-    """The fields each advantage estimator reads: the group estimator's are declared beside its
-    registries (objective), GAE's beside the critic. `estimators.ESTIMATORS` registers the same
-    declarations; it is a floor above, so the checks read them here."""
-    from ablate.factors.advantages import GROUP_READS
-    from ablate.factors.critic import GAE_READS
+    """The fields each advantage estimator reads, as its `ESTIMATORS` entry declares them."""
+    from ablate.factors.estimators import ESTIMATORS  # its module imports the registries
 
-    return {"group": rules(GROUP_READS), "gae": rules(GAE_READS)}
+    return {name: ESTIMATORS.reads(name) for name in ESTIMATORS}
 
 
 def factor_choices(algo: Any) -> list[Choice]:

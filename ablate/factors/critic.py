@@ -1,5 +1,5 @@
 """PPO's learned critic: the fields it reads, per-token rewards, GAE, the clipped value loss. Its
-value head is `estimators.ValueHead`, trained by the GAE estimator that owns it.
+value head is `estimators.value_head`, trained by the GAE estimator that owns it.
 
 Design choice: the critic is a linear `ValueHead` on the policy's last hidden state (a shared
 trunk, PPO's Eq. 9 with c1 = `vf_coef`), not a separate critic model as in verl or TRL.

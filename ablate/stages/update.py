@@ -16,9 +16,9 @@ from ablate.base.errors import DivergedError
 from ablate.base.records import Estimate, ShapedBatch, UpdateResult
 from ablate.base.seeding import generator
 from ablate.factors.algorithms import Algorithm
+from ablate.factors.estimators import AdvantageEstimator
 from ablate.factors.objective import policy_loss
 from ablate.factors.spec import Optim
-from ablate.stages.estimators import AdvantageEstimator
 from ablate.stages.forward import completion_forward, forward_tokens, model_device, model_inputs
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 import torch
@@ -14,11 +15,11 @@ from ablate.base.devices import configure_determinism, resolve_device, resolve_p
 from ablate.base.records import Counters
 from ablate.base.seeding import seed_everything
 from ablate.factors.algorithms import Algorithm
+from ablate.factors.estimators import AdvantageEstimator, make_estimator
 from ablate.factors.spec import TrialSpec
 from ablate.rollout.base import RolloutEngine
 from ablate.stages.batch import StepSampler
 from ablate.stages.compute import Shape, model_shape
-from ablate.stages.estimators import AdvantageEstimator, make_estimator
 from ablate.stages.update import Learner, UpdateConfig
 from ablate.tasks import get_task
 from ablate.tasks.base import Task
@@ -45,7 +46,9 @@ class Setup:
     precision: str = "fp32"
     determinism: dict[str, str] = field(default_factory=dict)  # what `devices` set on CUDA
 
-    @property
+    # The stages' views of the set-up, built once on first use (they only hold references: the
+    # set-up's objects are never replaced during a trial, so a cached view never goes stale).
+    @cached_property
     def sampler(self) -> StepSampler:
         return StepSampler(
             self.engine,
@@ -56,11 +59,11 @@ class Setup:
             self.spec.rollout_seed,
         )
 
-    @property
+    @cached_property
     def learner(self) -> Learner:
         return Learner(self.model, self.estimator, self.optimizer, self.scheduler)
 
-    @property
+    @cached_property
     def update_config(self) -> UpdateConfig:
         return UpdateConfig(
             self.algo, self.spec.optim, self.spec.budget.temperature, self.spec.rollout_seed

@@ -3,7 +3,10 @@
 An estimator owns everything its estimate needs: its parameters (a value head), its extra loss
 term, its metrics and its checkpoint state. The trainer and `update.run_updates` call only the
 `AdvantageEstimator` protocol, so a new estimator is one new class registered in `ESTIMATORS`
-under the name `Algorithm.advantage` selects.
+(with the `Algorithm` fields it reads) under the name `Algorithm.advantage` selects, and that
+name in `algorithms.AdvantageName`: two files. The registry lives on the factors' floor, like the
+surrogates', so `Algorithm`'s checks read the declarations from it; torch is imported at first
+use (`ablate.base.lazy`), so declaring costs no torch import.
 
 - `GroupEstimator` ("group", the GRPO family): a baseline and a scale over each group of G
   samples of one prompt (`advantages.group_advantages`); no parameters, no extra loss.
@@ -13,17 +16,15 @@ under the name `Algorithm.advantage` selects.
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-import torch
-from torch import Tensor, nn
-
-from ablate.base.records import Estimate, HeadReadout, ShapedBatch, ValueTargets
-from ablate.base.registry import Registry
+from ablate.base.lazy import torch
+from ablate.base.masked import masked_mean
+from ablate.base.registry import AlgorithmFields, Registry
 from ablate.factors.advantages import GROUP_READS, group_advantages
-from ablate.factors.algorithms import Algorithm
 from ablate.factors.critic import (
     GAE_READS,
     explained_variance,
@@ -33,7 +34,11 @@ from ablate.factors.critic import (
     token_rewards,
     value_loss,
 )
-from ablate.factors.objective import masked_mean
+
+if TYPE_CHECKING:
+    from torch import Tensor, nn
+
+    from ablate.base.records import Estimate, HeadReadout, ShapedBatch, ValueTargets
 
 
 class AdvantageEstimator(Protocol):
@@ -69,18 +74,37 @@ class AdvantageEstimator(Protocol):
     def load_state_dict(self, state: dict[str, Any]) -> None: ...
 
 
-class ValueHead(nn.Module):
-    """V(s_t) = w·h_t + b on the policy's last hidden state h_t [B, T, H] -> [B, T]."""
+def _records() -> Any:
+    """`ablate.base.records`, imported at the first estimate (it imports torch)."""
+    from ablate.base import records
 
-    def __init__(self, hidden_size: int) -> None:
-        super().__init__()
-        # zero init, not nn.Linear's: V = 0 at the start and no RNG draw, so a PPO arm sees the
-        # same prompts and samples as the GRPO arms of its seed (critic.py: the design)
-        self.weight = nn.Parameter(torch.zeros(1, hidden_size))
-        self.bias = nn.Parameter(torch.zeros(1))
+    return records
 
-    def forward(self, hidden: Tensor) -> Tensor:
-        return nn.functional.linear(hidden.float(), self.weight, self.bias).squeeze(-1)
+
+def value_head(hidden_size: int) -> nn.Module:
+    """V(s_t) = w·h_t + b on the policy's last hidden state h_t [B, T, H] -> [B, T], zero at
+    the start."""
+    return _value_head_class()(hidden_size)
+
+
+@functools.cache
+def _value_head_class() -> type:
+    """The head's class, made at first use: it subclasses torch's `nn.Module`, and declaring the
+    estimators must not import torch."""
+    nn = torch.nn
+
+    class ValueHead(nn.Module):
+        def __init__(self, hidden_size: int) -> None:
+            super().__init__()
+            # zero init, not nn.Linear's: V = 0 at the start and no RNG draw, so a PPO arm sees
+            # the same prompts and samples as the GRPO arms of its seed (critic.py: the design)
+            self.weight = nn.Parameter(torch.zeros(1, hidden_size))
+            self.bias = nn.Parameter(torch.zeros(1))
+
+        def forward(self, hidden: Tensor) -> Tensor:
+            return nn.functional.linear(hidden.float(), self.weight, self.bias).squeeze(-1)
+
+    return ValueHead
 
 
 EstimatorFactory = Callable[..., AdvantageEstimator]
@@ -93,7 +117,7 @@ class GroupEstimator:
 
     head = None
 
-    def __init__(self, algo: Algorithm, *, group_size: int, hidden_size: int, device: Any):
+    def __init__(self, algo: AlgorithmFields, *, group_size: int, hidden_size: int, device: Any):
         self.algo, self.group_size = algo, group_size
 
     def param_groups(self, lr: float) -> list[dict[str, Any]]:
@@ -102,7 +126,7 @@ class GroupEstimator:
     def estimate(self, batch: ShapedBatch, readout: HeadReadout | None) -> Estimate:
         lengths = batch.rollouts.completion_mask.sum(-1)
         advantages = group_advantages(batch.rewards, self.group_size, self.algo, lengths=lengths)
-        return Estimate(advantages)
+        return _records().Estimate(advantages)
 
     def extra_loss(self, outputs, targets, loss_mask) -> tuple[Tensor | None, dict[str, float]]:
         return None, {}
@@ -126,9 +150,9 @@ class GAEEstimator:
     by the clipped value loss, weighted `vf_coef`, in the policy's own updates; its parameters are
     an optimizer group at `critic_lr` (the policy's lr when None)."""
 
-    def __init__(self, algo: Algorithm, *, group_size: int, hidden_size: int, device: Any):
+    def __init__(self, algo: AlgorithmFields, *, group_size: int, hidden_size: int, device: Any):
         self.algo = algo
-        self.head = ValueHead(hidden_size).to(device)
+        self.head = value_head(hidden_size).to(device)
         self._seconds = 0.0
 
     def param_groups(self, lr: float) -> list[dict[str, Any]]:
@@ -152,8 +176,9 @@ class GAEEstimator:
         }
         self._seconds += readout.seconds + time.perf_counter() - t0
         # the rows' prompts travel with the targets: a prompt_mean value loss groups by them
-        targets = ValueTargets(old_values, returns, batch.rollouts.group_ids)
-        return Estimate(advantages, metrics, targets)
+        records = _records()
+        targets = records.ValueTargets(old_values, returns, batch.rollouts.group_ids)
+        return records.Estimate(advantages, metrics, targets)
 
     def extra_loss(self, outputs, targets, loss_mask) -> tuple[Tensor | None, dict[str, float]]:
         t0 = time.perf_counter()
@@ -190,7 +215,7 @@ class GAEEstimator:
 
 
 def make_estimator(
-    algo: Algorithm, *, group_size: int, hidden_size: int, device: Any = "cpu"
+    algo: AlgorithmFields, *, group_size: int, hidden_size: int, device: Any = "cpu"
 ) -> AdvantageEstimator:
     """The estimator `algo.advantage` names, on `device`."""
     factory = ESTIMATORS.get(algo.advantage)
