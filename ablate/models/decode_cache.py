@@ -39,7 +39,7 @@ class SharedPrefixKV:
 
     def attend(self, q: Tensor, k: Tensor, v: Tensor, bias, g) -> Tensor:
         """q [B, H, 1, D] of the newest token, k/v [B, Hk, 1, D] its own key/value; `g`: the
-        model's `fast_llama.Weights` (for the head size)."""
+        model's `fused_weights.Weights` (for the head size)."""
         end = self.filled + k.shape[2]
         if end > self.new_keys.shape[2]:
             raise RuntimeError(f"KV cache capacity {self.new_keys.shape[2]} exceeded")
