@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import json
 import pickle
+import subprocess
+import sys
 import textwrap
 from pathlib import Path
 
@@ -223,3 +225,27 @@ def test_slurm_with_workers_is_one_line(tmp_path, capsys, monkeypatch):
     assert main([*args, "--results", str(tmp_path / "r")]) == 2
 
     assert "--workers is for --launcher local" in capsys.readouterr().err
+
+
+def test_slurms_code_loads_on_the_first_lookup_of_its_name_and_submitit_at_submission():
+    """`ablate --help` and `import ablate` pay for no launcher: the registry knows the shipped
+    ones by name, and a lookup imports the module that registers one (never submitit)."""
+    code = (
+        "import sys; import ablate.commands.cli; "
+        "loaded = lambda: [m for m in ('ablate.launch.slurm', 'submitit') if m in sys.modules]; "
+        "before = loaded(); from ablate.launch.registry import launcher_entry; "
+        "entry = launcher_entry('slurm'); print(before, loaded(), entry.options.__name__)"
+    )
+    root = Path(__file__).resolve().parent.parent
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=root
+    )
+    assert out.stdout.strip() == "[] ['ablate.launch.slurm'] SlurmOptions"
+
+
+def test_run_help_lists_the_registered_launchers(capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "200")
+    assert main(["run", "--help"]) == 0
+    out = capsys.readouterr().out
+    assert "where the trials run: local, slurm, or a launcher the study file registers" in out
+    assert "--launcher-opt" in out and "--slurm-partition" in out

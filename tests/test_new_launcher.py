@@ -23,7 +23,13 @@ from ablate.base.errors import ConfigError
 from ablate.commands.cli import main
 from ablate.launch import registry
 from ablate.launch.options import Launch
-from ablate.launch.registry import LaunchRequest, launcher_names, register_launcher
+from ablate.launch.registry import (
+    LauncherEntry,
+    LaunchRequest,
+    check_run,
+    launcher_names,
+    register_launcher,
+)
 from ablate.launch.slurm_options import SlurmOptions
 from ablate.study import load_study
 from ablate.study.runner import identified_trials, results_paths, run_trial
@@ -267,3 +273,45 @@ def test_no_command_compares_a_launchers_name():
     assert {p.name: branch.findall(p.read_text()) for p in commands.glob("*.py")} == {
         p.name: [] for p in commands.glob("*.py")
     }
+
+
+def test_until_decided_cannot_detach_even_with_a_launcher_that_takes_both():
+    both = LauncherEntry(
+        name="both",
+        options=ThrowawayOptions,
+        build=lambda request: None,
+        summary="takes both",
+        until_decided=True,
+        detach=True,
+    )
+    check_run(both, ThrowawayOptions(), workers=1, until_decided=True, detach=False)
+    with pytest.raises(ConfigError, match="cannot --detach"):
+        check_run(both, ThrowawayOptions(), workers=1, until_decided=True, detach=True)
+
+
+@dataclass(kw_only=True)
+class MutableOptions:
+    """Not frozen."""
+
+    size: int = 1
+    """A size."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class RequiredOptions:
+    """A field without a default."""
+
+    size: int
+    """A size."""
+
+
+def test_a_registration_is_checked_when_made(throwaway):
+    for options, problem in (
+        (MutableOptions, "must be a frozen keyword-only dataclass"),
+        (RequiredOptions, r"options field\(s\) \['size'\] need a default"),
+    ):
+        with pytest.raises(ValueError, match=problem):
+            register_launcher("bad", options=options, summary="bad")
+    with pytest.raises(ValueError, match="'throwaway' is registered twice"):
+        register_launcher("throwaway", options=ThrowawayOptions, summary="again")(print)
+    assert "bad" not in launcher_names()
