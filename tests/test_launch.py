@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import json
 import pickle
+import subprocess
+import sys
 import textwrap
 from pathlib import Path
 
@@ -15,8 +17,9 @@ import pytest
 from ablate import tracking
 from ablate.base.errors import ConfigError
 from ablate.commands.cli import main
-from ablate.launch.options import Launch, SlurmOptions, resolve
+from ablate.launch.options import Launch, resolve
 from ablate.launch.slurm import array_launcher, run_array_task, submit, wait
+from ablate.launch.slurm_options import SlurmOptions
 from ablate.study import load_study
 from ablate.study.runner import identified_trials, run_study
 from ablate.testing import exactly_once_problems, study_ledger, zoo_model_built
@@ -64,7 +67,7 @@ def test_debug_array_trains_each_unfinished_trial_once_then_submits_nothing(tmp_
     study = load_study(study_file)
     results = tmp_path / "results"
     uri = tracking.default_uri(results)
-    launch = array_launcher(study_file, study, Launch(launcher="slurm"), cluster="debug", poll_s=0)
+    launch = array_launcher(study_file, study, SlurmOptions(), cluster="debug", poll_s=0)
 
     outcomes = run_study(study, results_dir=results, launch=launch)
 
@@ -100,10 +103,10 @@ def test_two_local_arrays_of_one_study_train_each_trial_once(tmp_path):
     store.init()
     store.open_study(study.name)
     trials = identified_trials(study)
-    launch = Launch(launcher="slurm")
+    options = SlurmOptions()
 
-    first = submit(study_file, study, trials, uri, results, launch, cluster="local")
-    second = submit(study_file, study, trials, uri, results, launch, cluster="local")
+    first = submit(study_file, study, trials, uri, results, options, cluster="local")
+    second = submit(study_file, study, trials, uri, results, options, cluster="local")
     wait(first, study, uri, results, echo=lambda _: None, poll_s=0.5)
     wait(second, study, uri, results, echo=lambda _: None, poll_s=0.5)
 
@@ -148,9 +151,10 @@ def test_status_of_a_study_never_run_creates_nothing(tmp_path, capsys):
 
 
 def test_options_command_line_over_study_and_gpus_for_vllm():
-    study_launch = Launch(launcher="slurm", slurm=SlurmOptions(partition="a", time_min=30))
-    got = resolve(study_launch, "", False, partition="b", gpus_per_task=None)
-    assert (got.launcher, got.slurm.partition, got.slurm.time_min) == ("slurm", "b", 30)
+    study_launch = Launch(launcher="slurm", options=SlurmOptions(partition="a", time_min=30))
+    got = resolve(study_launch, "", False, ["partition=b", "gpus_per_task=None"])
+    assert (got.launcher, got.options.partition, got.options.time_min) == ("slurm", "b", 30)
+    assert got.options.gpus_per_task is None and study_launch.options.partition == "a"
     assert resolve(study_launch, "local").launcher == "local"
     assert resolve(None).launcher == "local"
     assert SlurmOptions().gpus_for("vllm", "cpu") == 1
@@ -163,6 +167,37 @@ def test_options_command_line_over_study_and_gpus_for_vllm():
         SlurmOptions(time_min=0)
     with pytest.raises(ConfigError, match="--launcher slurm"):
         Launch(detach=True)
+
+
+def test_the_earlier_slurm_spelling_still_reads_and_options_are_type_checked():
+    earlier = Launch(launcher="slurm", slurm=SlurmOptions(partition="gpu"), detach=True)
+    assert earlier == Launch(launcher="slurm", options=SlurmOptions(partition="gpu"), detach=True)
+    assert Launch(launcher="slurm").options == SlurmOptions()  # None: the launcher's defaults
+    with pytest.raises(ConfigError) as err:
+        Launch(launcher="local", options=SlurmOptions())
+    assert (
+        str(err.value)
+        == "Launch(launcher='local') takes options=LocalOptions(...), not SlurmOptions"
+    )
+    with pytest.raises(ConfigError, match="once, as options="):
+        Launch(launcher="slurm", options=SlurmOptions(), slurm=SlurmOptions())
+
+
+def test_slurm_options_from_the_command_line_are_typed_and_checked():
+    got = resolve(None, "slurm", False, ["time_min=30", "mem_gb=8", "sbatch.account=rl"])
+    assert (got.options.time_min, got.options.mem_gb) == (30, 8.0)
+    assert isinstance(got.options.mem_gb, float) and got.options.sbatch == {"account": "rl"}
+    both = resolve(got, "", False, ["sbatch.qos=high", "partition=gpu"])
+    assert both.options.sbatch == {"account": "rl", "qos": "high"}
+    assert both.options.partition == "gpu" and both.options.time_min == 30
+    with pytest.raises(ConfigError, match=r"^slurm option time_min=0: must be >= 1$"):
+        resolve(None, "slurm", False, ["time_min=0"])  # the record's own range check
+    with pytest.raises(ConfigError, match=r"option time_min of launcher 'slurm' takes an integer$"):
+        resolve(None, "slurm", False, ["time_min=2h"])
+    with pytest.raises(
+        ConfigError, match=r"no option 'account' \(did you mean sbatch\.account\?\)"
+    ):
+        resolve(None, "slurm", False, ["account=rl"])  # an sbatch entry needs its prefix
 
 
 def test_slurm_without_sbatch_is_one_line(tmp_path, capsys, monkeypatch):
@@ -190,3 +225,27 @@ def test_slurm_with_workers_is_one_line(tmp_path, capsys, monkeypatch):
     assert main([*args, "--results", str(tmp_path / "r")]) == 2
 
     assert "--workers is for --launcher local" in capsys.readouterr().err
+
+
+def test_slurms_code_loads_on_the_first_lookup_of_its_name_and_submitit_at_submission():
+    """`ablate --help` and `import ablate` pay for no launcher: the registry knows the shipped
+    ones by name, and a lookup imports the module that registers one (never submitit)."""
+    code = (
+        "import sys; import ablate.commands.cli; "
+        "loaded = lambda: [m for m in ('ablate.launch.slurm', 'submitit') if m in sys.modules]; "
+        "before = loaded(); from ablate.launch.registry import launcher_entry; "
+        "entry = launcher_entry('slurm'); print(before, loaded(), entry.options.__name__)"
+    )
+    root = Path(__file__).resolve().parent.parent
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=root
+    )
+    assert out.stdout.strip() == "[] ['ablate.launch.slurm'] SlurmOptions"
+
+
+def test_run_help_lists_the_registered_launchers(capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "200")
+    assert main(["run", "--help"]) == 0
+    out = capsys.readouterr().out
+    assert "where the trials run: local, slurm, or a launcher the study file registers" in out
+    assert "--launcher-opt" in out and "--slurm-partition" in out

@@ -8,6 +8,7 @@ from typing import Any
 
 import typer
 
+from ablate.commands import launch_flags
 from ablate.commands.progress import LOG_EVERY
 
 
@@ -15,17 +16,8 @@ def register(app: typer.Typer) -> None:
     app.command("run")(run)
 
 
-# The launcher's options (README, "Past one machine: Slurm"); empty = the study's `launch`.
-LAUNCHER = typer.Option("", help="local (this machine, default) or slurm (one job array)")
-PARTITION = typer.Option("", help="slurm: partition of the array's tasks")
-GPUS = typer.Option(None, min=0, help="slurm: GPUs per trial (default 1 for vllm/cuda, else 0)")
-CPUS = typer.Option(None, min=1, help="slurm: CPU cores per trial (default 1)")
-TIME = typer.Option(None, min=1, help="slurm: minutes per task (default 120; then requeued)")
-PARALLEL = typer.Option(None, min=1, help="slurm: at most this many trials at once")
-DETACH = typer.Option(False, "--detach", help="slurm: return once submitted (see ablate status)")
-
-
 def run(
+    ctx: typer.Context,
     study: str = typer.Argument(..., help="study file, e.g. studies/quickstart.py"),
     workers: int = typer.Option(1, min=1, help="local processes (each gets cores/N threads)"),
     results: str = typer.Option("results", help="results folder (MLflow db, checkpoints)"),
@@ -42,33 +34,30 @@ def run(
         help="sequential design: run the study's `looks` one at a time, adding seeds only to "
         "the contrasts still undecided",
     ),
-    launcher: str = LAUNCHER,
-    slurm_partition: str = PARTITION,
-    slurm_gpus_per_task: int | None = GPUS,
-    slurm_cpus_per_task: int | None = CPUS,
-    slurm_time: int | None = TIME,
-    slurm_array_parallelism: int | None = PARALLEL,
-    detach: bool = DETACH,
+    launcher: str = launch_flags.LAUNCHER,
+    launcher_opt: list[str] | None = launch_flags.LAUNCHER_OPT,
+    slurm_partition: str = launch_flags.PARTITION,
+    slurm_gpus_per_task: int | None = launch_flags.GPUS,
+    slurm_cpus_per_task: int | None = launch_flags.CPUS,
+    slurm_time: int | None = launch_flags.TIME,
+    slurm_array_parallelism: int | None = launch_flags.PARALLEL,
+    detach: bool = launch_flags.DETACH,
 ) -> None:
     """Run a study: the Pass@G phase, then every trial not yet FINISHED (resumes), then report."""
     from ablate.base.threads import apply_threads
     from ablate.commands.sequential import check_design, run_until_decided
-    from ablate.launch.options import check_combination
     from ablate.study.preflight import check_output_dir, preflight_study
     from ablate.study.study import load_study
 
-    loaded = load_study(study)
-    slurm = dict(partition=slurm_partition, gpus_per_task=slurm_gpus_per_task)
-    slurm.update(cpus_per_task=slurm_cpus_per_task, time_min=slurm_time)
-    launch = launch_of(loaded, launcher, detach, slurm, slurm_array_parallelism)
-    check_combination(launch, workers=workers, until_decided=until_decided)
+    loaded = load_study(study)  # first: a launcher of the study's own registers on import
+    launch = launch_flags.resolve_launch(loaded, **ctx.params)  # checked before anything is made
     check_output_dir(Path(out) / loaded.name)  # the report comes last: a bad --out fails first
     if until_decided:
         check_design(loaded)
     preflight_study(loaded, results, tracking_uri or None)
     apply_threads()  # this process runs the Pass@G phase (and the trials when workers == 1)
     where = dict(results=results, workers=workers, tracking_uri=tracking_uri or None)
-    where["launch"] = slurm_launcher(study, loaded, launch)
+    where["launch"] = launch_flags.runner_launch(study, loaded, launch)
 
     def run_look(select=None):
         return run_with_progress(loaded, **where, log_every=log_every, select=select)
@@ -103,27 +92,6 @@ def summarise_and_report(study, outcomes, results: str, out: str, tracking_uri: 
         raise typer.Exit(1)  # as `ablate train` does: a script sees that trials are missing
 
 
-def launch_of(study, launcher: str, detach: bool, slurm: dict, parallelism: int | None):
-    """The study's `launch` with the command line's choices over it; for slurm, Slurm's
-    commands checked here, before anything is written or submitted."""
-    from ablate.launch.options import check_slurm_reachable, resolve
-
-    launch = resolve(study.launch, launcher, detach, **slurm, array_parallelism=parallelism)
-    if launch.launcher == "slurm":
-        check_slurm_reachable()
-    return launch
-
-
-def slurm_launcher(study_file: str, study, launch):
-    """`run_study`'s `launch` for --launcher slurm (lines on stdout), None for local."""
-    if launch.launcher != "slurm":
-        return None
-    from ablate.commands.progress import say
-    from ablate.launch.slurm import array_launcher
-
-    return array_launcher(study_file, study, launch, echo=say)
-
-
 def failed_trials(outcomes) -> str:
     """One line naming the trials that failed (not diverged: that is a result), or ""."""
     failed = [o for o in outcomes if o.outcome == "failed"]
@@ -156,14 +124,14 @@ def run_with_progress(
     launch=None,
 ):
     """`run_study` with rich bars on a terminal, or plain lines every `log_every` steps;
-    `select` and `launch` as in `run_study` (a look of a sequential design; a Slurm array)."""
+    `select` and `launch` as in `run_study` (a look of a sequential design; another launcher)."""
     from rich.console import Console
 
     from ablate.commands.progress import wants_bars
     from ablate.study.runner import run_study
 
     console = Console()
-    bars = wants_bars(console) and launch is None  # an array's progress: lines from the store
+    bars = wants_bars(console) and launch is None  # a launcher's progress: its own lines
     display = _study_bars(console, workers) if bars else _study_lines(log_every, workers)
     with display as hooks:
         return run_study(

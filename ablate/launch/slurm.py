@@ -10,10 +10,12 @@ from Slurm: a cancelled, killed, timed-out or requeued task's trial is resumed b
 that gets it (a requeue, or the next `ablate run`), and two arrays never train a trial twice.
 
 `cluster` is submitit's executor: "slurm" for a cluster, "local" (a process per task on this
-machine) and "debug" (in this process) for tests."""
+machine) and "debug" (in this process) for tests. Importing this module registers launcher
+"slurm" (`ablate.launch.registry`); submitit itself is imported only when an array is submitted."""
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import time
 from collections.abc import Callable, Sequence
@@ -30,7 +32,8 @@ from ablate.launch.array import (
     trial_states,
     write_submission,
 )
-from ablate.launch.options import Launch
+from ablate.launch.registry import LaunchRequest, register_launcher
+from ablate.launch.slurm_options import SlurmOptions
 from ablate.study.runner import Launcher, RunHooks, TrialOutcome
 from ablate.study.study import Study, Trial
 
@@ -68,10 +71,9 @@ class Submission:
     jobs: list[Any] = field(default_factory=list)
 
 
-def _executor(folder: Path, study: Study, launch: Launch, cluster: str, n: int) -> Any:
+def _executor(folder: Path, study: Study, options: SlurmOptions, cluster: str, n: int) -> Any:
     import submitit
 
-    options = launch.slurm
     executor = submitit.AutoExecutor(
         folder=folder / "logs" / "%j",
         cluster=cluster,
@@ -97,11 +99,10 @@ def submit(
     trials: Sequence[Trial],
     uri: str,
     root: Path,
-    launch: Launch,
+    options: SlurmOptions,
     cluster: str = "slurm",
 ) -> Submission:
     """Write the submission's JSON and submit one array of `trials`, one task each."""
-    options = launch.slurm
     path = write_submission(
         study_file,
         study,
@@ -113,7 +114,7 @@ def submit(
         slurm=asdict(options),
         gpus_per_task=options.gpus_for(study.engine, study.device),
     )
-    executor = _executor(slurm_folder(root, study), study, launch, cluster, len(trials))
+    executor = _executor(slurm_folder(root, study), study, options, cluster, len(trials))
     try:
         jobs = executor.map_array(run_array_task, [str(path)] * len(trials), [t.id for t in trials])
     except Exception as exc:  # sbatch refused it: its own words, in one line
@@ -186,8 +187,9 @@ def progress_line(submission: Submission, states: Sequence[Any], left: int) -> s
 def array_launcher(
     study_file: str | Path,
     study: Study,
-    launch: Launch,
+    options: SlurmOptions,
     *,
+    detach: bool = False,
     cluster: str = "slurm",
     echo: Callable[[str], None] = print,
     poll_s: float = POLL_S,
@@ -201,9 +203,9 @@ def array_launcher(
     ) -> list[TrialOutcome] | None:
         if not todo:
             return []
-        sub = submit(study_file, study, todo, uri, root, launch, cluster)
+        sub = submit(study_file, study, todo, uri, root, options, cluster)
         echo(f"submitted {len(todo)} trial(s) as array job {sub.job_id} ({sub.path})")
-        if launch.detach:
+        if detach:
             return None
         try:
             on_end = hooks.on_trial_end
@@ -213,3 +215,35 @@ def array_launcher(
             raise
 
     return launch_trials
+
+
+def check_reachable(options: SlurmOptions) -> None:
+    """`--launcher slurm` needs Slurm's client commands on this machine (a login node)."""
+    del options  # every option is Slurm's to judge, at submission
+    missing = [c for c in ("sbatch", "squeue", "scancel") if shutil.which(c) is None]
+    if missing:
+        raise ConfigError(
+            f"--launcher slurm: {', '.join(missing)} not found on PATH: run `ablate run` on a "
+            "Slurm login node (or use --launcher local, or `ablate worker` on machines without "
+            "Slurm)"
+        )
+
+
+@register_launcher(
+    "slurm",
+    options=SlurmOptions,
+    summary="one Slurm job array through submitit, one task per trial",
+    check=check_reachable,
+    detach=True,
+    instead_of_workers="every trial is its own array task (--slurm-array-parallelism caps how "
+    "many run at once)",
+)
+def build(request: LaunchRequest) -> Launcher:
+    """The array launcher of a request (the CLI's lines for its progress)."""
+    return array_launcher(
+        request.study_file,
+        request.study,
+        request.options,
+        detach=request.detach,
+        echo=request.echo,
+    )

@@ -22,7 +22,8 @@ from ablate.base.errors import AblateError, StudyError, StudyWarning
 from ablate.factors.eval_spec import CurveSpec, EvalSpec
 from ablate.factors.finding import Finding
 from ablate.factors.spec import Budget, Engine, Optim, TrialSpec
-from ablate.launch.options import Launch, SlurmOptions
+from ablate.launch.options import Launch
+from ablate.launch.slurm_options import SlurmOptions
 from ablate.study.arms import Arm, arm, full_factorial, one_at_a_time, path
 from ablate.study.checks import study_problems, study_warnings
 
@@ -166,7 +167,7 @@ class Study:
     """A paper's findings this study tests (`ablate report` tests them on its results)."""
     launch: Launch | None = None
     """Where `ablate run` trains the trials unless its options say otherwise: None = locally;
-    `Launch(launcher="slurm", slurm=SlurmOptions(...))` = one Slurm job array."""
+    `Launch(launcher="slurm", options=SlurmOptions(...))` = one Slurm job array."""
 
     def __post_init__(self) -> None:
         for name in ("base_models", "arms", "templates", "seeds", "extra", "findings", "looks"):
