@@ -25,7 +25,7 @@ import pytest
 
 from ablate import tracking
 from ablate.report.render.figures import caption
-from ablate.report.render.tables import TABLES
+from ablate.report.render.sections import SECTIONS
 
 pytestmark = pytest.mark.browser
 
@@ -127,7 +127,7 @@ def test_report_shows_every_figure_and_table_without_overflow(browser, study, wi
         "h2", "els => els.map(e => [e.innerText, !!e.nextElementSibling.querySelector('table')])"
     )
     shown = dict(sections)
-    headings = {spec.name: spec.heading for spec in TABLES}  # the page's, for people
+    headings = {s.name: s.heading for s in SECTIONS}  # the page's, for people
     for csv in sorted((report / "tables").glob("*.csv")):
         rows = len(pd.read_csv(csv)) if csv.stat().st_size > 1 else 0
         assert headings[csv.stem] in shown, csv.stem

@@ -12,7 +12,7 @@ from scipy import stats as sps
 
 from ablate.factors.presets import baseline
 from ablate.report.claims import sentences as fd
-from ablate.report.render import formats, headline
+from ablate.report.render import configuration, formats, headline, survival
 from ablate.report.render.tables import build_tables
 from ablate.report.stats import contrasts as cx
 from ablate.report.stats import inference
@@ -86,8 +86,8 @@ def test_a_diverged_trial_enters_the_headline_as_zero():
     cell = next(r for r in main.rows if r["arm"] == "better")
     assert cell["seeds"] == "4/4 (1 diverged)"
     assert cell["pass@1"].value == pytest.approx(np.mean([*np.add(BASE[:3], 0.1), 0.0]))
-    survival = headline.survival_table(data).rows[1]
-    assert (survival["diverged"], survival["diverged at step"]) == (1, "4")
+    lost = survival.survival_table(data).rows[1]
+    assert (lost["diverged"], lost["diverged at step"]) == (1, "4")
 
 
 def test_below_three_seeds_no_interval_no_test_and_no_power(data):
@@ -151,7 +151,7 @@ def test_configuration_table_shows_what_each_arm_changes_and_its_compute():
         ("dapo", "m", s, {**final(0.5), "budget/generated_tokens": {10: 15_000}}) for s in range(4)
     ]
     data = study_data(rs, algorithms=ALGOS, reference="grpo")
-    rows = {r["arm"]: r for r in headline.config_table(data).rows}
+    rows = {r["arm"]: r for r in configuration.config_table(data).rows}
     assert rows["grpo"]["differs from reference"] == "(reference)"
     dapo = rows["dapo"]
     assert "clip_high=0.28" in dapo["differs from reference"]
@@ -271,6 +271,7 @@ def test_tiny_p_values_keep_their_digits_and_zero_signal_prints_as_zero():
 
 def test_the_tables_registry_declares_each_table_once_in_the_reports_order(data):
     from ablate.report.data.table import Table, TableSpec
+    from ablate.report.render.sections import SECTIONS
     from ablate.report.render.tables import TABLES, _registry
 
     assert [s.name for s in TABLES] == [
@@ -296,12 +297,13 @@ def test_the_tables_registry_declares_each_table_once_in_the_reports_order(data)
         "base",
         "templates",
     ]
-    for spec in TABLES:  # headings for people: never the identifier, no snake_case
-        assert spec.heading and spec.heading != spec.name and "_" not in spec.heading, spec.name
+    for section in SECTIONS:  # headings for people: never the identifier, no snake_case
+        heading = section.heading
+        assert heading and heading != section.name and "_" not in heading, section.name
     with pytest.raises(ValueError, match="same name: \\['headline'\\]"):
-        _registry(TABLES, (dataclasses.replace(TABLES[0], order=1),))
-    extra = TableSpec(name="x", build=lambda d: Table("X.", [{"a": 1}]), order=1, heading="X")
-    table = extra.make(data)
+        _registry(TABLES, TABLES[:1])
+    extra = TableSpec(name="x", build=lambda d: Table("X.", [{"a": 1}]))
+    table = extra.make(data, "X")
     assert (table.name, table.title, table.rows) == ("x", "X", [{"a": 1}])
 
 

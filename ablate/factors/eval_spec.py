@@ -8,6 +8,10 @@ from dataclasses import dataclass
 
 from ablate.factors.fields import listed_problems, type_problems
 
+#: The metric pass@1 on the selection split (`EvalSpec.selection_problems`) is logged as: the
+#: evaluation writes it, the report's best-checkpoint reading chooses a checkpoint by it.
+SELECTION_METRIC = "selection/pass_at_1"
+
 
 @dataclass(frozen=True, kw_only=True)
 class EvalSpec:

@@ -19,7 +19,7 @@ from ablate.base.errors import ConfigError
 from ablate.base.passk import mean_pass_at_k
 from ablate.base.records import SamplingParams, ScoredBatch
 from ablate.base.seeding import derive_seed
-from ablate.factors.eval_spec import EvalSpec
+from ablate.factors.eval_spec import SELECTION_METRIC, EvalSpec
 from ablate.rollout.base import RolloutEngine
 from ablate.rollout.sample import correct_matrix, sample_and_verify
 from ablate.stages.diagnostics import length_metrics
@@ -73,10 +73,6 @@ def evaluate(
         for b, v in enumerate(verdicts)
     ]
     return metrics, records
-
-
-#: pass@1 on the selection split (`EvalSpec.selection_problems`): chooses a best checkpoint.
-SELECTION_METRIC = "selection/pass_at_1"
 
 
 def selection_split(task: Task, spec: EvalSpec) -> list:

@@ -213,13 +213,13 @@ def findings(
     aa: list[cx.ContrastRow],
     claims: list[Claim],
 ) -> dict[str, list[str]]:
-    """Sections of sentences, in reading order; empty sections are dropped by the caller.
-    `steps` and `tokens` are the two families; the study's primary one leads."""
+    """The verdicts' sections of sentences, in reading order; empty sections are dropped by the
+    caller. `steps` and `tokens` are the two families; the study's primary one leads. The
+    caveats that qualify them are `caveats`, which the report places (after every finding)."""
     primary = tokens if data.primary == cx.TOKENS else steps
     by = {v: [contrast_sentence(r) for r in primary if r.verdict == v] for v in _VERDICTS}
     untestable = [contrast_sentence(r) for r in primary if r.verdict not in _VERDICTS]
     margin = f"±{data.margin:g}" if data.margin else "no margin declared"
-    caveats = confound_caveats(data) + survival_caveats(data)
     return {
         f"Different (primary: {primary[0].kind if primary else data.primary}, Holm)": by[
             cx.DIFFERENT
@@ -232,8 +232,12 @@ def findings(
             _token_disagreements(steps, tokens)
         ),
         "Claims": claim_sentences(claims),
-        "Caveats": caveats,
     }
+
+
+def caveats(data: StudyData) -> list[str]:
+    """What qualifies the findings: the arms' confounds, then survivorship."""
+    return confound_caveats(data) + survival_caveats(data)
 
 
 _VERDICTS = (cx.DIFFERENT, cx.EQUIVALENT, cx.INCONCLUSIVE)

@@ -221,22 +221,9 @@ def _contrasts_table(data: StudyData) -> Table:
     return contrast_table(curve_analysis(data)[1])
 
 
-#: After the headline (the curves are a headline too), before the contrasts at equal tokens.
 TABLES = (
-    TableSpec(
-        name="compute_curves",
-        heading="Compute–performance curves",
-        build=_arms_table,
-        order=30,
-        applies=has_curves,
-    ),
-    TableSpec(
-        name="compute_curve_contrasts",
-        heading="Compute curves against the reference",
-        build=_contrasts_table,
-        order=35,
-        applies=has_curves,
-    ),
+    TableSpec(name="compute_curves", build=_arms_table, applies=has_curves),
+    TableSpec(name="compute_curve_contrasts", build=_contrasts_table, applies=has_curves),
 )
 
 

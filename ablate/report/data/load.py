@@ -31,8 +31,10 @@ from pathlib import Path
 import pandas as pd
 
 from ablate import tracking
+from ablate.base.errors import AblateError
 from ablate.factors.algorithms import Algorithm
 from ablate.factors.eval_spec import CurveSpec
+from ablate.study.identity import identified_trials
 from ablate.study.study import Study
 from ablate.tracking import RunTable, StudyStore
 
@@ -127,9 +129,6 @@ def planned_trials(study: Study) -> pd.DataFrame:
 def _identified(study: Study) -> list:
     """Trials with their base models' weights hashes (as the runner ids them); without them
     when a model folder is gone (runs are then matched by cell)."""
-    from ablate.base.errors import AblateError
-    from ablate.study.runner import identified_trials
-
     try:
         return identified_trials(study)
     except AblateError:

@@ -3,7 +3,8 @@
 `Table` is a built table: rows of `Estimate`s and plain values with a caption, written as
 Markdown, LaTeX, CSV and HTML by `render.formats`. `TableSpec` declares one table of a study's
 report once, beside the function that builds it: its name (file name and LaTeX label), the
-builder, its place in the report and when it applies. `render.tables.TABLES` collects them.
+builder and when it applies; `render.tables.TABLES` collects them, and the report's section
+list (`render.sections`) gives each its place and heading.
 """
 
 from __future__ import annotations
@@ -44,16 +45,14 @@ def always(data: StudyData) -> bool:
 
 @dataclass(frozen=True, kw_only=True)
 class TableSpec:
-    """One table of a study's report. Adding a table is adding a builder and its `TableSpec`
-    to the `TABLES` of the module that holds the builder."""
+    """One table of a study's report: adding a table is adding a builder and its `TableSpec`
+    to the `TABLES` of the module that holds the builder, and naming it in the report's section
+    list (`render.sections.SECTIONS`), which gives its place and heading."""
 
     name: str
     build: Callable[[StudyData], Table]
-    order: int
-    """Its place in the report: tables are written in ascending order."""
     applies: Callable[[StudyData], bool] = always
     """Whether the study's report has this table at all (e.g. only with A/A replicates)."""
-    heading: str = ""
 
-    def make(self, data: StudyData) -> Table:
-        return replace(self.build(data), name=self.name, heading=self.heading or self.name)
+    def make(self, data: StudyData, heading: str = "") -> Table:
+        return replace(self.build(data), name=self.name, heading=heading or self.name)

@@ -72,12 +72,4 @@ def has_budget(data: StudyData) -> bool:
     return bool(data.eval_samples >= 2 and budget_rows(data))
 
 
-TABLES = (
-    TableSpec(
-        name="variance_budget",
-        heading="Where the variance comes from",
-        build=budget_table,
-        order=28,
-        applies=has_budget,
-    ),
-)
+TABLES = (TableSpec(name="variance_budget", build=budget_table, applies=has_budget),)

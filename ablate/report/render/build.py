@@ -1,54 +1,33 @@
 """`build_report`: a study's results store → `reports/<study>/` (report.md, report.html,
-tables/, figures/), also attached to the study's parent run there. A page (`Page`: a study's
-report, or a reproduction's) is written as report.md and report.html, one self-contained file
-(figures inlined as base64 PNG, nothing fetched)."""
+tables/, figures/), also attached to the study's parent run there. The study's page is built
+once, by walking the report's section list (`sections.SECTIONS`) into blocks (`blocks.Page`),
+which `writers` format as report.md and report.html and `paper.paper_tex` reads the tables of;
+a reproduction's page is written the same way (`write_page`)."""
 
 from __future__ import annotations
 
-import base64
-import html
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 
 from ablate import tracking
 from ablate.report.data.load import StudyData, load_study_data
-from ablate.report.data.table import Table
 from ablate.report.render import formats, paper
-from ablate.report.render.figures import LEAD, caption, write_figures
+from ablate.report.render.blocks import (
+    Block,
+    Figure,
+    Heading,
+    Page,
+    TableBlock,
+    findings_box,
+    opening,
+    written_at,
+)
+from ablate.report.render.figures import write_figures
 from ablate.report.render.multiples import check_axis
-from ablate.report.render.tables import build_tables
+from ablate.report.render.sections import FIGURE, FINDINGS, SECTIONS, TABLE, Section, of_kind
+from ablate.report.render.tables import Built, build_tables
+from ablate.report.render.writers import write_html, write_markdown
 from ablate.report.stats import contrasts as cx
 from ablate.study.study import Study
-
-# Reads on a phone (390 px) as on a desktop: wide tables scroll inside their own box, figures
-# shrink to the page, long words break; tests/test_browser.py checks there is no page overflow.
-CSS = (
-    "body{font-family:sans-serif;max-width:1200px;margin:2em auto;padding:0 0.75em;"
-    "overflow-wrap:anywhere}table{border-collapse:collapse;font-size:12px;margin:1em 0}"
-    "td,th{border:1px solid #ccc;padding:2px 6px;overflow-wrap:normal}"
-    "caption{text-align:left;font-size:12px;color:#333;caption-side:bottom}"
-    ".findings{background:#f6f8fa;padding:0.5em 1.5em;border-left:4px solid #3b73b9}"
-    ".note{font-size:11px;color:#555}.scroll{overflow-x:auto;max-width:100%}"
-    "figure{margin:1em 0}img{max-width:min(640px,100%);height:auto}"
-)
-
-
-@dataclass
-class Page:
-    title: str
-    summary: str
-    findings: dict[str, list[str]]
-    tables: list[Table]
-    figures: list[Path] | None = None
-    """PNGs under the page's figures/ folder; None: a page without a figures section."""
-    lead: list[Path] = field(default_factory=list)
-    """PNGs under figures/ shown right after the findings, before every table (each a name
-    of `figures.LEAD`, which gives its heading)."""
-    links: dict[str, str] = field(default_factory=dict)
-    """label -> a folder beside the page holding another report (its report.md / .html)."""
-    tab: str = ""
-    """The HTML page's <title> (default: the title)."""
 
 
 def _summary(data: StudyData) -> str:
@@ -82,86 +61,6 @@ def estimand(data: StudyData) -> str:
     )
 
 
-def _findings_markdown(found: dict[str, list[str]]) -> list[str]:
-    lines = ["## Findings", ""]
-    for section, sentences in found.items():
-        if sentences:
-            lines += [f"**{section}**", "", *[f"- {formats.markdown_text(s)}" for s in sentences]]
-            lines.append("")
-    return lines
-
-
-def write_markdown(page: Page, folder: Path) -> Path:
-    lines = [f"# {page.title}", "", f"_{datetime.now(UTC):%Y-%m-%d %H:%M} UTC_", ""]
-    lines += [formats.markdown_text(page.summary), ""]
-    if page.links:
-        lines += [" · ".join(f"[{k}]({v}/report.md)" for k, v in page.links.items()), ""]
-    lines += _findings_markdown(page.findings)
-    for png in page.lead:
-        lines += [f"## {LEAD[png.stem]}", "", _figure_markdown(png), ""]
-    for table in page.tables:
-        lines += [f"## {table.title}", "", formats.to_markdown(table)]
-    if page.figures is not None:
-        lines += ["## Figures", ""]
-        lines += [_figure_markdown(p) + "\n" for p in page.figures]
-    path = folder / "report.md"
-    path.write_text("\n".join(lines) + "\n")
-    return path
-
-
-def _figure_markdown(png: Path) -> str:
-    return f"![{formats.markdown_text(caption(png))}](figures/{png.name})"
-
-
-def _findings_html(found: dict[str, list[str]]) -> str:
-    parts = ["<div class='findings'><h2>Findings</h2>"]
-    for section, sentences in found.items():
-        if sentences:
-            items = "".join(f"<li>{html.escape(s)}</li>" for s in sentences)
-            parts.append(f"<h3>{html.escape(section)}</h3><ul>{items}</ul>")
-    return "".join(parts) + "</div>"
-
-
-def _figure_html(png: Path) -> str:
-    encoded = base64.b64encode(png.read_bytes()).decode()
-    text = html.escape(caption(png), quote=True)
-    return (
-        f"<figure><img alt='{text}' src='data:image/png;base64,{encoded}'>"
-        f"<figcaption>{text}</figcaption></figure>"
-    )
-
-
-def _figures_html(figures: list[Path]) -> list[str]:
-    return ["<h2>Figures</h2>", *map(_figure_html, figures)]
-
-
-def write_html(page: Page, folder: Path) -> Path:
-    """One self-contained file: figures inlined as base64 PNG."""
-    parts = [
-        "<!doctype html><html><head><meta charset='utf-8'>",
-        "<meta name='viewport' content='width=device-width,initial-scale=1'>",
-        f"<title>{html.escape(page.tab or page.title)}</title>",
-        f"<style>{CSS}</style></head><body><h1>{html.escape(page.title)}</h1>",
-        f"<p>{html.escape(page.summary)}</p>",
-    ]
-    if page.links:
-        links = (
-            f"<a href='{html.escape(v)}/report.html'>{html.escape(k)}</a>"
-            for k, v in page.links.items()
-        )
-        parts.append(f"<p>{' · '.join(links)}</p>")
-    parts.append(_findings_html(page.findings))
-    for png in page.lead:
-        parts += [f"<h2>{html.escape(LEAD[png.stem])}</h2>", _figure_html(png)]
-    for table in page.tables:
-        parts += [f"<h2>{html.escape(table.title)}</h2>", formats.to_html(table)]
-    if page.figures is not None:
-        parts += _figures_html(page.figures)
-    path = folder / "report.html"
-    path.write_text("".join(parts) + "</body></html>\n")
-    return path
-
-
 def write_page(page: Page, folder: Path) -> None:
     """The page's tables under folder/tables/ (Markdown, LaTeX, CSV), then its two files."""
     for table in page.tables:
@@ -170,25 +69,40 @@ def write_page(page: Page, folder: Path) -> None:
     write_html(page, folder)
 
 
+def _section_blocks(section: Section, built: Built, figures: list[Path]) -> list[Block]:
+    """What one section shows of the study: nothing when it does not apply (a table not
+    built, a figure not drawn)."""
+    heading = Heading(section.heading)
+    if section.kind == FINDINGS:
+        return [findings_box(built.findings, section.heading)]
+    if section.kind == TABLE:
+        shown: list[Block] = [TableBlock(t) for t in built.tables if t.name == section.name]
+    elif section.kind == FIGURE:
+        shown = [Figure(p) for p in figures if p.stem == section.name]
+    else:  # FIGURES: every figure no FIGURE section shows, under its heading even if none
+        placed = {s.name for s in of_kind(FIGURE)}
+        return [heading, *(Figure(p) for p in figures if p.stem not in placed)]
+    return [heading, *shown] if shown else []
+
+
+def study_page(data: StudyData, built: Built, figures: list[Path]) -> Page:
+    """The study's report as one sequence of blocks: its opening, then the sections in the
+    declared order (`sections.SECTIONS`)."""
+    blocks = opening(f"Report: {data.name}", written_at(), _summary(data), {})
+    for section in SECTIONS:
+        blocks += _section_blocks(section, built, figures)
+    return Page(data.name, blocks)
+
+
 def write_report(data: StudyData, folder: Path, curve_axis: str | None = None) -> Path:
     """The study's report in `folder`: tables/ (each table, and paper.tex: the compact headline
     table with the full ones as appendix tables), figures/, report.md and report.html.
     `curve_axis`: the learning curves' x axis (`multiples.AXES`; default: the compute curves')."""
     folder.mkdir(parents=True, exist_ok=True)
-    built = build_tables(data)
     figures = write_figures(data, folder / "figures", curve_axis)
-    lead = [p for p in figures if p.stem in LEAD]
-    page = Page(
-        title=f"Report: {data.name}",
-        summary=_summary(data),
-        findings=built.findings,
-        tables=built.tables,
-        figures=[p for p in figures if p not in lead],
-        lead=lead,
-        tab=data.name,
-    )
+    page = study_page(data, build_tables(data), figures)
     write_page(page, folder)
-    (folder / "tables" / "paper.tex").write_text(paper.paper_tex(built.tables))
+    (folder / "tables" / "paper.tex").write_text(paper.paper_tex(page.tables))
     return folder
 
 

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import pandas as pd
 
+from ablate.factors.eval_spec import SELECTION_METRIC
 from ablate.report.data.load import StudyData
 from ablate.report.data.table import Table, TableSpec
 from ablate.report.stats import inference
 from ablate.report.stats import measures as m
-from ablate.trial.evaluation import SELECTION_METRIC
 
 EVAL = "eval/pass_at_1"
 
@@ -62,12 +62,4 @@ def has_selection(data: StudyData) -> bool:
     return bool((data.history["metric"] == SELECTION_METRIC).any()) if len(data.history) else False
 
 
-TABLES = (
-    TableSpec(
-        name="best_checkpoint",
-        heading="Best checkpoint chosen on the selection split",
-        build=best_checkpoint_table,
-        order=45,
-        applies=has_selection,
-    ),
-)
+TABLES = (TableSpec(name="best_checkpoint", build=best_checkpoint_table, applies=has_selection),)

@@ -94,16 +94,6 @@ def findings_table(claims: list[Claim]) -> Table:
 
 
 TABLES = (
-    TableSpec(
-        name="claims",
-        heading="The papers' claims tested on this study",
-        build=claims_table,
-        order=90,
-    ),
-    TableSpec(
-        name="analytic",
-        heading="Analytic properties of the losses",
-        build=analytic_table,
-        order=100,
-    ),
+    TableSpec(name="claims", build=claims_table),
+    TableSpec(name="analytic", build=analytic_table),
 )

@@ -126,12 +126,4 @@ def has_elicitation(data: StudyData) -> bool:
     return not data.elicitation.empty
 
 
-TABLES = (
-    TableSpec(
-        name="elicited_base",
-        heading="Gains over the best-elicited base",
-        build=elicited_table,
-        order=24,
-        applies=has_elicitation,
-    ),
-)
+TABLES = (TableSpec(name="elicited_base", build=elicited_table, applies=has_elicitation),)

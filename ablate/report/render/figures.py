@@ -2,10 +2,10 @@
 colour from `palette` in every figure.
 
 Figures of their own layout (`PANELS`: the forest plot, the learning curves as small multiples,
-base-model selection) come first, the forest plot leading (the report shows it right after the
-findings); then single-panel ones (`FIGURES`), whose curves show the mean over finished seeds with
-the report's calibrated interval as a band (Student t over seeds, clipped to the measure's range;
-no band below 3 seeds) per arm × base model × template."""
+base-model selection) come first, the forest plot leading (the section list, `sections`, shows
+it right after the findings); then single-panel ones (`FIGURES`), whose curves show the mean
+over finished seeds with the report's calibrated interval as a band (Student t over seeds,
+clipped to the measure's range; no band below 3 seeds) per arm × base model × template."""
 
 from __future__ import annotations
 
@@ -166,9 +166,6 @@ PANELS: dict[str, Callable] = {
     "learning_curves": multiples.figure,
     "base_model_selection": selection.figure,
 }
-#: Shown right after the findings, before every table: name -> the heading above it.
-LEAD = {"forest_plot": "Every contrast, with its interval and verdict"}
-
 #: What each figure shows, for a reader: the report's caption and the image's alt text.
 CAPTIONS = {
     "forest_plot": "Every contrast: Δ pass@1 against the reference with its interval, the "

@@ -1,11 +1,13 @@
-"""The report's headline tables: the arms' configuration, final pass@1 with its contrasts, the
-contrasts at equal generated tokens, the A/A checks and survivorship. Built once as rows of
-`Estimate`s and plain values, written as Markdown, LaTeX and CSV by `formats`.
+"""The report's headline tables: final pass@1 with its contrasts, the contrasts at equal
+generated tokens, the live controls (A/A and positive) and the sequential looks; and the
+estimates every table of arms reads (`seed_estimate`, `task_estimate`, `seeds_text`). The arms'
+configuration is `configuration`, survivorship `survival`. Built once as rows of `Estimate`s
+and plain values, written as Markdown, LaTeX and CSV by `formats`.
 
 Task-level numbers: a mean over seeds and eval problems with the crossed seed × problem 95%
 interval (`stats.crossed`, calibrated by simulation); without per-problem records, a Student-t
-interval over seeds, labelled "fixed problems". Below `inference.MIN_SEEDS` seeds a mean only. N is
-given once per row. Nothing is bolded except a contrast whose verdict is *different*.
+interval over seeds, labelled "fixed problems". Below `inference.MIN_SEEDS` seeds a mean only.
+N is given once per row. Nothing is bolded except a contrast whose verdict is *different*.
 """
 
 from __future__ import annotations
@@ -15,12 +17,11 @@ import dataclasses
 import numpy as np
 import pandas as pd
 
-from ablate.factors import confounds
 from ablate.report.data.load import StudyData
 from ablate.report.data.table import SIGNIFICANT, Table, TableSpec
 from ablate.report.render import elicited
 from ablate.report.stats import contrasts as cx
-from ablate.report.stats import crossed, inference, outcomes
+from ablate.report.stats import crossed, inference
 from ablate.report.stats import measures as m
 from ablate.report.stats import problems as pr
 from ablate.report.stats.sequential_data import replay_study
@@ -59,7 +60,7 @@ def task_estimate(data: StudyData, values: pd.Series, cell: tuple[str, str, str]
     return seed_estimate(data, values, cell, headline=True, bounds=UNIT), cx.FIXED
 
 
-def _planned(data: StudyData, cell: tuple[str, str, str]) -> pd.DataFrame:
+def cell_trials(data: StudyData, cell: tuple[str, str, str]) -> pd.DataFrame:
     t = data.trials
     arm, model, template = cell
     return t[(t["arm"] == arm) & (t["model"] == model) & (t["template"] == template)]
@@ -67,7 +68,7 @@ def _planned(data: StudyData, cell: tuple[str, str, str]) -> pd.DataFrame:
 
 def seeds_text(data: StudyData, cell: tuple[str, str, str]) -> str:
     """'3/3' (headline seeds / planned), with diverged and failed counts when there are any."""
-    planned = _planned(data, cell)
+    planned = cell_trials(data, cell)
     diverged = int((planned["outcome"] == "diverged").sum())
     used = int(planned["complete"].sum()) + diverged
     text = f"{used}/{len(planned)}"
@@ -78,45 +79,6 @@ def seeds_text(data: StudyData, cell: tuple[str, str, str]) -> str:
     return text + (f" ({', '.join(extra)})" if extra else "")
 
 
-# --- arm configuration -----------------------------------------------------------------------
-def config_table(data: StudyData) -> Table:
-    """What each arm is, next to the reference: the confounds a reader must see first."""
-    ref_name = data.reference_arm
-    ref = data.algorithm(ref_name)
-    per_step = m.tokens_per_step(data)
-    rows = []
-    for arm in dict.fromkeys(data.trials["arm"]):
-        algo = data.algorithm(arm)
-        diff = confounds.differing_fields(algo, ref)
-        ids = data.trials[data.trials["arm"] == arm]["trial_id"]
-        tokens = per_step.reindex(ids).dropna()
-        rows.append(
-            {
-                "arm": arm,
-                "differs from reference": _diff_text(arm, algo, diff, data),
-                "updates / rollout": confounds.schedule(algo),
-                "KL": confounds.kl_setting(algo),
-                "dynamic sampling": "yes" if algo.dynamic_sampling else "no",
-                "gen. tokens / step": round(float(tokens.mean()), 1) if len(tokens) else None,
-            }
-        )
-    caption = (
-        f"Arms against the reference `{ref_name}`: the fields each arm changes (every one is a "
-        "possible cause of its contrast), its update schedule, KL term, dynamic sampling, and "
-        "measured generated tokens per RL step (mean over its trials, discarded samples included)."
-    )
-    return Table(caption, rows)
-
-
-def _diff_text(arm: str, algo, diff: list[str], data: StudyData) -> str:
-    if arm == data.reference_arm:
-        return "(reference)"
-    if arm in data.replicates:
-        return f"A/A replicate of {data.replicates[arm]} (rollouts of its own)"
-    return ", ".join(f"{f}={getattr(algo, f)!r}" for f in diff) or "nothing (same algorithm)"
-
-
-# --- headline --------------------------------------------------------------------------------
 def _contrast_cells(row: cx.ContrastRow | None, arm: str, data: StudyData) -> dict:
     empty = {"Δ pass@1": None, "p (Holm)": None, "verdict": None, "MDE 80%": None}
     if row is None:
@@ -296,54 +258,6 @@ def has_looks(data: StudyData) -> bool:
     return bool(data.looks) and data.primary == cx.STEPS and not data.samples.empty
 
 
-# --- survivorship ----------------------------------------------------------------------------
-def survival_table(data: StudyData) -> Table:
-    classes = outcomes.outcome_class(data.trials)
-    rows = []
-    for cell in m.cells(data):
-        planned = _planned(data, cell)
-        kind = classes.reindex(planned["trial_id"].to_numpy())
-        diverged = planned[planned["outcome"] == "diverged"]
-        steps = sorted(int(s) for s in diverged["diverged_step"].dropna())
-        rows.append(
-            {
-                "arm": cell[0],
-                "base · template": f"{cell[1]} · {cell[2]}",
-                "planned": len(planned),
-                "finished": int(planned["complete"].sum()),
-                "diverged": len(diverged),
-                "diverged at step": ", ".join(map(str, steps)),
-                "saturated": int((kind == outcomes.SATURATED).sum()),
-                "failed": int((kind == outcomes.FAILED).sum()),
-                "missing / unfinished": int((kind == outcomes.PENDING).sum()),
-            }
-        )
-    caption = (
-        "Trials per arm: planned, finished, diverged, saturated (dynamic sampling or "
-        "No-Positive-Resampling ran out of informative prompts: the algorithm's outcome, not a "
-        f"harness failure), failed. Rule: {m.DIVERGED_RULE}."
-    )
-    return Table(caption, rows)
-
-
-def incomplete_table(data: StudyData) -> Table:
-    bad = data.trials[~data.trials["complete"]]
-    rows = [
-        dict(
-            arm=r.arm,
-            model=r.model,
-            template=r.template,
-            seed=r.seed,
-            status=r.status,
-            outcome=r.outcome,
-            reason=r.reason,
-        )
-        for r in bad.itertuples()
-    ]
-    caption = f"Trials that did not finish, with the reason. Rule: {m.DIVERGED_RULE}."
-    return Table(caption, rows)
-
-
 def finite(x: object) -> bool:
     return isinstance(x, float | int | np.floating) and bool(np.isfinite(x))
 
@@ -353,42 +267,8 @@ def has_controls(data: StudyData) -> bool:
 
 
 TABLES = (
-    TableSpec(
-        name="configuration", heading="Arms and what they change", build=config_table, order=10
-    ),
-    TableSpec(
-        name="main",
-        heading="Final pass@1 and every contrast to the reference",
-        build=main_table,
-        order=20,
-    ),
-    TableSpec(
-        name="equal_tokens",
-        heading="Contrasts at equal generated tokens",
-        build=compute_table,
-        order=40,
-    ),
-    TableSpec(
-        name="controls",
-        heading="Live controls: A/A and positive",
-        build=control_table,
-        order=25,
-        applies=has_controls,
-    ),
-    TableSpec(
-        name="sequential",
-        heading="Sequential looks",
-        build=sequential_table,
-        order=22,
-        applies=has_looks,
-    ),
-    TableSpec(
-        name="survival",
-        heading="Trials per arm: finished, diverged, failed",
-        build=survival_table,
-        order=60,
-    ),
-    TableSpec(
-        name="incomplete", heading="Trials that did not finish", build=incomplete_table, order=70
-    ),
+    TableSpec(name="main", build=main_table),
+    TableSpec(name="equal_tokens", build=compute_table),
+    TableSpec(name="controls", build=control_table, applies=has_controls),
+    TableSpec(name="sequential", build=sequential_table, applies=has_looks),
 )

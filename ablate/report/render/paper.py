@@ -58,15 +58,7 @@ def has_contrasts(data: StudyData) -> bool:
     return bool(cx.primary_contrasts(data))
 
 
-TABLES = (
-    TableSpec(
-        name="headline",
-        heading="Effects at a glance",
-        build=headline_table,
-        order=5,
-        applies=has_contrasts,
-    ),
-)
+TABLES = (TableSpec(name="headline", build=headline_table, applies=has_contrasts),)
 
 APPENDIX = "Appendix: full tables"
 

@@ -14,7 +14,15 @@ from ablate.report.claims.paper import finding_claims
 from ablate.report.claims.rules import NOT_TESTABLE, NOT_TESTED, Claim
 from ablate.report.claims.sentences import finding_sentences
 from ablate.report.data.load import StudyData
-from ablate.report.render.build import Page, write_page
+from ablate.report.render.blocks import (
+    Heading,
+    Page,
+    TableBlock,
+    findings_box,
+    opening,
+    written_at,
+)
+from ablate.report.render.build import write_page
 from ablate.report.render.claim_tables import findings_table
 
 
@@ -57,12 +65,16 @@ def write_reproduction(
     reported = {name: name for name, data in studies.items() if data is not None}
     studies = with_results(studies)
     claims = finding_claims(findings, studies)
+    title = f"Reproduction: {', '.join(studies)}"
+    table = findings_table(claims)
     page = Page(
-        title=f"Reproduction: {', '.join(studies)}",
-        summary=_summary(findings, studies),
-        findings=_sections(claims),
-        tables=[findings_table(claims)],
-        links=reported,
+        title,
+        [
+            *opening(title, written_at(), _summary(findings, studies), reported),
+            findings_box(_sections(claims)),
+            Heading(table.title),
+            TableBlock(table),
+        ],
     )
     folder.mkdir(parents=True, exist_ok=True)
     write_page(page, folder)

@@ -201,32 +201,10 @@ def templates_table(data: StudyData) -> Table:
 
 
 TABLES = (
-    TableSpec(
-        name="measures",
-        heading="Further measures: pass@k, cost, sample efficiency",
-        build=measures_table,
-        order=80,
-    ),
-    TableSpec(
-        name="outcomes",
-        heading="How trials ended: divergence and saturation",
-        build=outcomes_table,
-        order=84,
-    ),
-    TableSpec(
-        name="survivors",
-        heading="Pass@1 with and without the lost trials",
-        build=survivors_table,
-        order=86,
-        applies=has_lost_trials,
-    ),
-    TableSpec(name="dynamics", heading="Training dynamics", build=dynamics_table, order=110),
-    TableSpec(name="base", heading="Base models before RL", build=base_table, order=120),
-    TableSpec(
-        name="templates",
-        heading="Prompt templates on the base models",
-        build=templates_table,
-        order=130,
-        applies=has_template_contrasts,
-    ),
+    TableSpec(name="measures", build=measures_table),
+    TableSpec(name="outcomes", build=outcomes_table),
+    TableSpec(name="survivors", build=survivors_table, applies=has_lost_trials),
+    TableSpec(name="dynamics", build=dynamics_table),
+    TableSpec(name="base", build=base_table),
+    TableSpec(name="templates", build=templates_table, applies=has_template_contrasts),
 )
