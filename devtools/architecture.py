@@ -11,7 +11,8 @@ and those below. The tree shows them as folders:
 2 pieces: `ablate/tasks/` (+ templates), `ablate/models/` (+ the fused decoder), `ablate/rollout/`
 3 `ablate/stages/`: sampling loop, forward passes, shaping, estimators, update, compute, checkpoint
 4 `ablate/trial/`: the trainer (setup / step / loop), evaluation, the Pass@k sweep, elicitation
-5 `ablate/tracking/`: the results stores behind the port (MLflow, files)
+5 `ablate/tracking/`: the results stores behind the port, by URL scheme (MLflow, files), and
+  the SQL lease table
 6 `ablate/study/` (studies, preflight, runner, leases, workers, tuning, phases), `ablate/launch/`
 7 `ablate/report/`
 8 edges: `ablate/commands/` (the CLI), `ablate/testing/`, and the package's own `__init__`

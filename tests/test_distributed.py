@@ -15,7 +15,7 @@ import pytest
 
 from ablate.base.errors import ConfigError
 from ablate.base.sql_urls import driver_url
-from ablate.study import Budget, EvalSpec, Study, arm, load_study, runner
+from ablate.study import Budget, EvalSpec, Study, arm, load_study, trial_run
 from ablate.study.distributed import (
     TRIAL_ATTR,
     Heartbeat,
@@ -103,7 +103,7 @@ def ran(monkeypatch) -> list[str]:
             final_eval={"eval/pass_at_1": 0.25},
         )
 
-    monkeypatch.setattr(runner, "run_trial", fake_run_trial)
+    monkeypatch.setattr(trial_run, "run_trial", fake_run_trial)
     return calls
 
 

@@ -20,7 +20,6 @@ from ablate import tracking
 from ablate.base.errors import StoreError
 from ablate.stages.checkpoint import WEIGHTS, CheckpointWarning, checkpoint_dirs
 from ablate.study import load_study
-from ablate.study.lease import LeaseStore
 from ablate.study.runner import RunHooks, identified_trials, run_study
 from ablate.testing import exactly_once_problems, study_ledger, zoo_model_built
 
@@ -172,7 +171,7 @@ def test_a_trial_leased_by_a_live_runner_is_skipped_untouched(study, shared_uri,
     results = tmp_path / "results"
     (trial,) = identified_trials(study)
     store = tracking.open_store(shared_uri)
-    leases = LeaseStore(store.lease_url(results))
+    leases = tracking.leases_of(store, results)
     assert leases.acquire(f"{study.name}/{trial.id}", "other-machine:1:abcd") is None
     (outcome,) = run_study(study, results_dir=results, tracking_uri=shared_uri)
     assert outcome.outcome == "skipped" and "other-machine:1:abcd" in outcome.message

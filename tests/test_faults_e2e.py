@@ -27,9 +27,9 @@ from ablate.base.sql_urls import driver_url
 from ablate.stages.checkpoint import checkpoint_dirs
 from ablate.study import load_study
 from ablate.study.distributed import TRIAL_ATTR
-from ablate.study.lease import TABLE
 from ablate.study.runner import identified_trials
 from ablate.testing import exactly_once_problems, study_ledger, zoo_model_built
+from ablate.tracking.sql_leases import TABLE
 
 pytestmark = [
     pytest.mark.skipif(not zoo_model_built("hopeless"), reason="zoo model 'hopeless' not built"),
@@ -145,7 +145,7 @@ def resumes(uri: str, study_name: str) -> dict[str, str]:
 
 
 def lease_url(uri: str, results: Path) -> str:
-    return tracking.open_store(uri).lease_url(results)
+    return tracking.leases_of(tracking.open_store(uri), results).url
 
 
 def leases_left(url: str) -> list[tuple[str, str]]:

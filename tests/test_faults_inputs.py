@@ -242,15 +242,17 @@ def test_a_store_failure_names_the_database_that_failed(tmp_path):
 
     from ablate import tracking
     from ablate.base.errors import StoreError
-    from ablate.study.store_failures import store_errors
+    from ablate.study.store_failures import lease_errors, store_errors
 
     store = tracking.open_store(tracking.default_uri(tmp_path))
-    leases = f"sqlite:///{tmp_path / 'leases.db'}"
-    with pytest.raises(StoreError) as raised, store_errors(store, where=leases):
+    leases = tracking.leases_of(store, tmp_path)
+    with pytest.raises(StoreError) as raised, lease_errors(leases):
         raise sqlite3.DatabaseError("database disk image is malformed")
     assert str(raised.value).startswith(
-        f"the results store cannot be written ({leases}: DatabaseError: database disk image is "
-        "malformed); the study stopped."
+        f"the results store cannot be written ({leases.url}: DatabaseError: database disk image "
+        "is malformed); the study stopped."
     )
+    with pytest.raises(ValueError, match="a bug"), lease_errors(leases):
+        raise ValueError("a bug")  # not the database's: raised as it is
     with pytest.raises(StoreError, match=f"\\({store.uri}: OSError: "), store_errors(store):
         raise OSError(28, "No space left on device")

@@ -11,8 +11,10 @@ import time
 import pytest
 
 from ablate.base.locks import file_lock
-from ablate.study.lease import LeaseLost, LeaseStore, TrialLease, owner_is_dead
-from ablate.tracking import open_store
+from ablate.base.store.leases import LeaseTable
+from ablate.study.lease import LeaseLost, TrialLease, owner_is_dead
+from ablate.tracking import leases_of, open_store
+from ablate.tracking.sql_leases import LeaseStore
 
 
 @pytest.fixture
@@ -112,7 +114,9 @@ def test_a_holder_whose_lease_was_taken_knows_it(store):
 
 
 def lease_url(tracking_uri: str, results_root) -> str:
-    return open_store(tracking_uri).lease_url(results_root)
+    leases = leases_of(open_store(tracking_uri), results_root)
+    assert isinstance(leases, LeaseTable)
+    return leases.url
 
 
 def test_lease_database_follows_the_results_store(tmp_path):

@@ -216,10 +216,8 @@ def first_checkpoint(results: Path, name: str, trial_ids: list[str]) -> str | No
 
 
 def lease_owner(results: Path, name: str, trial_id: str) -> str | None:
-    from ablate.study.lease import LeaseStore
-
     uri = tracking.default_uri(results)
-    held = LeaseStore(tracking.open_store(uri).lease_url(results)).holder(f"{name}/{trial_id}")
+    held = tracking.leases_of(tracking.open_store(uri), results).holder(f"{name}/{trial_id}")
     return held[0] if held else None
 
 

@@ -14,6 +14,7 @@ import pandas as pd
 import pytest
 
 from ablate.base.store.common import FLUSH_EVERY_STEPS, PARAM_MAX_CHARS, TAG_MAX_CHARS
+from ablate.base.store.port import StoreFailures
 from ablate.factors.algorithms import Algorithm
 from ablate.tracking import (
     MemoryTracker,
@@ -23,10 +24,12 @@ from ablate.tracking import (
     algorithm_diff_tags,
     default_uri,
     environment_tags,
+    is_failure,
+    leases_of,
     open_store,
 )
 from ablate.tracking.files import FileStore
-from ablate.tracking.mlflow import MLflowStore, MLflowStudy
+from ablate.tracking.mlflow import MLflowDatabaseStore, MLflowStore, MLflowStudy
 from ablate.tracking.mlflow_tracker import MLflowTracker
 
 # MLflow's own SQLAlchemy models trigger this deprecation; nothing of ours to fix.
@@ -88,7 +91,10 @@ def test_default_uri_is_absolute_sqlite_in_results_dir_and_creates_nothing(tmp_p
 
 def test_the_uri_chooses_the_adapter(tmp_path):
     assert isinstance(open_store(default_uri(tmp_path)), MLflowStore)
-    assert isinstance(open_store("postgresql://u@h/db"), MLflowStore)
+    assert isinstance(open_store("postgresql://u@h/db"), MLflowDatabaseStore)
+    assert isinstance(open_store("postgresql+psycopg2://u@h/db"), MLflowDatabaseStore)
+    server = open_store("https://mlflow.example")
+    assert isinstance(server, MLflowStore) and not isinstance(server, MLflowDatabaseStore)
     assert isinstance(open_store(f"jsonl://{tmp_path}/store"), FileStore)
     for store in (open_store(default_uri(tmp_path)), open_store(f"jsonl://{tmp_path}/s")):
         assert isinstance(store, StudyStore)
@@ -360,13 +366,17 @@ def test_store_failures_are_the_store_s_to_classify(store, tmp_path):
     import errno
     import sqlite3
 
-    assert store.is_failure(sqlite3.OperationalError("attempt to write a readonly database"))
-    assert store.is_failure(OSError(errno.ENOSPC, "No space left on device"))
-    assert not store.is_failure(RuntimeError("a bug in a trial"))
+    assert is_failure(store, sqlite3.OperationalError("attempt to write a readonly database"))
+    assert is_failure(store, OSError(errno.ENOSPC, "No space left on device"))
+    assert not is_failure(store, RuntimeError("a bug in a trial"))
     files = open_store(f"jsonl://{tmp_path}/store")
-    assert files.is_failure(OSError(errno.EROFS, "Read-only file system"))
-    assert files.is_failure(sqlite3.OperationalError("database is locked"))  # its leases
-    assert not files.is_failure(ValueError("a bug in a trial"))
+    assert not isinstance(files, StoreFailures)  # a store of files fails only as the disk does
+    assert is_failure(files, OSError(errno.EROFS, "Read-only file system"))
+    assert not is_failure(files, sqlite3.OperationalError("database is locked"))
+    assert not is_failure(files, ValueError("a bug in a trial"))
+    leases = leases_of(files, tmp_path)  # its leases are a database: they classify their own
+    assert leases.is_failure(sqlite3.OperationalError("database is locked"))
+    assert not leases.is_failure(ValueError("a bug in a trial"))
 
 
 def test_background_runs_one_call_at_a_time_and_hands_errors_back():

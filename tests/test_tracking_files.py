@@ -20,7 +20,7 @@ from ablate.commands.cli import main
 from ablate.study import load_study
 from ablate.study.runner import identified_trials, run_study
 from ablate.testing import exactly_once_problems, study_ledger, zoo_model_built
-from ablate.tracking import StudyRun, StudyStore, Tracker, open_store
+from ablate.tracking import StudyRun, StudyStore, Tracker, open_store, ui_of
 from ablate.tracking.files import FileStore
 from ablate.tracking.files_run import METRICS
 
@@ -45,7 +45,7 @@ def trial(study: StudyRun, trial_id: str, **tags: str) -> Tracker:
 
 
 def test_the_file_store_implements_the_port(store, tmp_path):
-    assert isinstance(store, StudyStore) and store.ui() is None
+    assert isinstance(store, StudyStore) and ui_of(store) is None
     study = store.open_study("s")
     assert isinstance(study, StudyRun) and isinstance(trial(study, "a"), Tracker)
     with pytest.raises(ValueError, match="absolute"):

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from ablate.tracking import default_uri, open_store
+from ablate.tracking import default_uri, open_store, ui_of
 from ablate.tracking.mlflow import MLflowStudy
 from ablate.tracking.mlflow_views import EXPERIMENT_TAGS, VIEW_TAG, publish_view, publish_views
 
@@ -84,7 +84,7 @@ def test_links_open_the_model_training_side_on_the_view(store):
 
 def test_the_store_ui_serves_the_database_and_links_each_study(store):
     uri, _ = store
-    ui = open_store(uri).ui()
+    ui = ui_of(open_store(uri))
     cmd = ui.command("0.0.0.0", 5001)
     assert cmd[1:4] == ["-m", "mlflow", "server"] and uri in cmd and "--allowed-hosts" in cmd
     root = uri.removeprefix("sqlite:///").rsplit("/", 1)[0]
@@ -92,7 +92,7 @@ def test_the_store_ui_serves_the_database_and_links_each_study(store):
     pages = ui.publish("http://h:1")
     assert [p.study for p in pages] == ["views", "other"]
     assert pages[0].url == publish_views(uri)[0].url("http://h:1") and pages[0].report_url is None
-    assert open_store("http://mlflow.example:5000").ui() is None  # it serves its own
+    assert ui_of(open_store("http://mlflow.example:5000")) is None  # it serves its own
 
 
 def test_the_view_hides_the_runs_of_trials_an_edited_study_dropped(tmp_path):

@@ -81,7 +81,11 @@ def readable(uri: str) -> Iterator[None]:
     try:
         yield
     except Exception as exc:
-        if isinstance(exc, AblateError) or is_disk_error(exc) or not store.is_failure(exc):
+        if (
+            isinstance(exc, AblateError)
+            or is_disk_error(exc)
+            or not tracking.is_failure(store, exc)
+        ):
             raise
         raise StoreError(
             f"the results store {uri} cannot be read ({failure_words(exc)}): restore it, or "

@@ -301,7 +301,7 @@ def browse_hint(results: str, tracking_uri: str | None = None) -> str:
 
     if not tracking_uri:
         return f"ablate ui --results {shlex.quote(str(results))}"
-    if tracking.open_store(tracking_uri).ui() is None:
+    if tracking.ui_of(tracking.open_store(tracking_uri)) is None:
         if tracking_uri.startswith(("http://", "https://")):  # a server serves its own UI
             return f"open {tracking_uri}"
         return f"no UI for this store; ablate report --tracking-uri {shlex.quote(tracking_uri)}"

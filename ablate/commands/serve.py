@@ -1,5 +1,6 @@
 """`ablate ui` (browse results in the MLflow UI) and its alias `ablate serve`. The UI is the
-results store's (`StudyStore.ui`): only MLflow databases have one.
+results store's, a capability a store may have (`ablate.tracking.ui_of`): only MLflow databases
+have one; for any other store the command says so in one line.
 
 A taken port is refused before anything starts (its links would open whatever serves there). The
 server (`mlflow server`) runs as a child in its own process group (it starts uvicorn and job
@@ -39,7 +40,7 @@ def ui(
     from ablate.base.errors import ConfigError
 
     store = tracking.open_store(tracking_uri or tracking.default_uri(results))
-    browser = store.ui()
+    browser = tracking.ui_of(store)
     if browser is None:
         raise ConfigError(
             f"ablate ui needs an MLflow database (sqlite or PostgreSQL URI), not {store.uri} "

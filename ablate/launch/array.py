@@ -168,7 +168,6 @@ def trial_states(
 ) -> list[TrialState]:
     """Each trial's state from the store: its latest run (FINISHED wins), and who leases it."""
     from ablate import tracking
-    from ablate.study.lease import LeaseStore
 
     store = tracking.open_store(uri)
     if not store.exists():  # never run: nothing to read, and reading must not create it
@@ -177,7 +176,7 @@ def trial_states(
     for _, row in store.runs(study.name).runs.iterrows():
         if latest.get(row["trial_id"], {}).get("status") != "FINISHED":
             latest[row["trial_id"]] = row
-    leases = LeaseStore(store.lease_url(Path(root).resolve()))
+    leases = tracking.leases_of(store, Path(root).resolve())
     out = []
     for trial in trials:
         row = latest.get(trial.id)

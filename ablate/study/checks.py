@@ -1,20 +1,27 @@
-"""Every check a study must pass before anything runs; each returns readable problems.
+"""Every check a study must pass before anything runs; each returns readable problems. Here the
+checks of its pieces (arms, base models, templates, seeds, task, settings, extra cells, the
+Pass@G phase, the search space); those of its inference design are `ablate.study.design_checks`.
 
-The checks read a `Study` through its attributes and import nothing from `ablate.study`, which
-imports them.
+The checks read a `Study` through its attributes and import nothing from `ablate.study`'s study
+module, which imports them.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import functools
 import re
 from pathlib import Path
 from typing import Any, TypeAlias
 
 from ablate.base.errors import AblateError
-from ablate.factors.finding import Finding
 from ablate.factors.spec import setting_problems
+from ablate.study.design_checks import (
+    control_warnings,
+    design_problems,
+    eval_size_warnings,
+    finding_problems,
+    replicate_problems,
+)
 
 #: An `ablate.study.Study` (not imported: study imports this module).
 Study: TypeAlias = Any
@@ -34,9 +41,9 @@ def study_problems(study: Study) -> list[str]:
         _cell_problems,
         _passk_problems,
         _search_problems,
-        _replicate_problems,
-        _finding_problems,
-        _design_problems,
+        replicate_problems,
+        finding_problems,
+        design_problems,
     ):
         problems.extend(check(study))
     return problems
@@ -48,117 +55,10 @@ def study_warnings(study: Study) -> list[str]:
     from ablate.factors import confounds
 
     ref = study.arm(study.reference_arm)
-    out = _eval_size_warnings(study) + _control_warnings(study)
+    out = eval_size_warnings(study) + control_warnings(study)
     for a in study.compared_arms:
         if a.name != ref.name:
             out += confounds.undeclared(a.name, a.algorithm, a.declared, ref.name, ref.algorithm)
-    return out
-
-
-#: Fewer eval problems than this and the task-level reading rests on a small sample of the task.
-MIN_EVAL_PROBLEMS = 256
-
-
-def eval_problem_count(study: Study) -> int | None:
-    """How many eval problems each eval reads: the declared J or the whole split (None when the
-    task cannot be built, which `_task_problems` reports)."""
-    options = tuple(sorted(study.task_options.items()))
-    try:
-        split = _eval_split_size(study.task, options)
-    except TypeError:  # an unhashable option value: not cached
-        split = _eval_split_size.__wrapped__(study.task, options)
-    declared = study.eval.max_problems
-    return None if split is None else split if declared is None else min(declared, split)
-
-
-@functools.lru_cache(maxsize=32)
-def _eval_split_size(task: str, options: tuple) -> int | None:
-    """The task's eval split size, built once per process: generating a synthetic split costs
-    ~0.3 s, and every `Study` (and every `dataclasses.replace` of one) checks it."""
-    from ablate.tasks import get_task
-
-    try:
-        return len(get_task(task, **dict(options)).problems("eval"))
-    except AblateError:
-        return None
-
-
-def _eval_size_warnings(study: Study) -> list[str]:
-    count = eval_problem_count(study)
-    if count is None or count >= MIN_EVAL_PROBLEMS:
-        return []
-    return [
-        f"each eval reads {count} problems of {study.task}'s eval split: the report treats them "
-        f"as a sample of the task, and below {MIN_EVAL_PROBLEMS} problems its intervals are wide "
-        "(use the whole split: EvalSpec(max_problems=None), or more problems)"
-    ]
-
-
-#: An A/A check on fewer seeds than this rarely fails even when the pipeline is miscalibrated.
-MIN_AA_SEEDS = 5
-
-
-def _control_warnings(study: Study) -> list[str]:
-    seeds: dict[str, set] = {}
-    for arm, _, _, seed in study.cells():
-        seeds.setdefault(arm, set()).add(seed)
-    return [
-        f"A/A replicate {a.name!r} runs {len(seeds.get(a.name, ()))} seeds: the check needs at "
-        f"least {MIN_AA_SEEDS} (add seeds, e.g. Cells(arms=[{a.name!r}, {a.replicate_of!r}], "
-        "seeds=[...]))"
-        for a in study.arms
-        if a.replicate_of and len(seeds.get(a.name, ())) < MIN_AA_SEEDS
-    ]
-
-
-def _replicate_problems(study: Study) -> list[str]:
-    names = {a.name: a for a in study.arms}
-    out = []
-    for a in study.arms:
-        if a.replicate_of is None:
-            continue
-        original = names.get(a.replicate_of)
-        if original is None or original.replicate_of is not None or original.name == a.name:
-            out.append(
-                f"arm {a.name!r}: replicate_of={a.replicate_of!r} must name another arm that is "
-                "not itself a replicate"
-            )
-            continue
-        try:
-            diff = sorted(a.algorithm.diff(original.algorithm))
-        except AblateError:
-            continue  # reported by _arm_problems
-        if diff:
-            out.append(
-                f"arm {a.name!r} is a replicate of {original.name!r} but its algorithm differs in "
-                f"{diff}: write arm({a.name!r}, replicate_of={original.name!r}) without a base"
-            )
-    ref = names.get(study.reference_arm) if study.arms else None
-    if ref is not None and ref.replicate_of is not None:
-        out.append(f"the reference arm {ref.name!r} must not be a replicate")
-    return out
-
-
-def _finding_problems(study: Study) -> list[str]:
-    """A study declares the findings it tests: each names this study, once, and both its arms
-    have trials on its base model and template."""
-    cells = {(a, model, template) for a, model, template, _ in study.cells()}
-    out, seen = [], set()
-    for f in study.findings:
-        if not isinstance(f, Finding):
-            out.append(f"findings: {f!r} is not a Finding(...)")
-            continue
-        if f.id in seen:
-            out.append(f"finding {f.id!r} is declared twice")
-        seen.add(f.id)
-        if f.study != study.name:
-            out.append(f"finding {f.id!r}: study={f.study!r}, but study {study.name!r} declares it")
-        for role, name in (("arm", f.arm), ("reference", f.reference)):
-            if (name, f.model, f.template) not in cells:
-                out.append(
-                    f"finding {f.id!r}: {role}={name!r} has no trials on base model "
-                    f"{f.model!r} with template {f.template!r}"
-                )
     return out
 
 
@@ -330,40 +230,4 @@ def _search_problems(study: Study) -> list[str]:
             out.append(f"search: {name!r} is not a field of {dim.target}")
         if dim.choices is None and (dim.low is None or dim.high is None or dim.low >= dim.high):
             out.append(f"search: {name!r} needs choices or low < high")
-    return out
-
-
-SPENDING = ("obrien_fleming", "pocock")
-PRIMARY = ("equal steps", "equal tokens")
-
-
-def _design_problems(study: Study) -> list[str]:
-    """The inference design: margin, primary family, sequential looks, positive control."""
-    out = []
-    margin = study.equivalence_margin
-    if margin is not None and not (isinstance(margin, int | float) and 0 < margin < 1):
-        out.append(f"equivalence_margin={margin!r} must be a Δ pass@1 in (0, 1) or None")
-    if study.primary not in PRIMARY:
-        out.append(f"primary={study.primary!r} must be one of {', '.join(map(repr, PRIMARY))}")
-    if study.spending not in SPENDING:
-        out.append(f"spending={study.spending!r} must be one of {', '.join(map(repr, SPENDING))}")
-    looks = list(study.looks)
-    if looks:
-        if not all(isinstance(k, int) and not isinstance(k, bool) for k in looks):
-            out.append(f"looks={tuple(looks)!r} must be seed counts (ints)")
-        elif looks != sorted(set(looks)) or looks[0] < 3 or looks[-1] > len(study.seeds):
-            out.append(
-                f"looks={tuple(looks)!r} must increase, start at 3 or more seeds and end at most "
-                f"at the study's {len(study.seeds)} seeds"
-            )
-    control = study.positive_control
-    if control is not None:
-        names = {a.name: a for a in study.arms}
-        if control not in names:
-            out.append(f"positive_control={control!r} names no arm of the study")
-        elif control == study.reference_arm or names[control].replicate_of:
-            out.append(
-                f"positive_control={control!r} must be an arm other than the reference and its "
-                "replicates"
-            )
     return out

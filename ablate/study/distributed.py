@@ -29,8 +29,9 @@ from ablate.base.errors import ConfigError
 from ablate.base.locks import file_lock
 from ablate.base.sql_urls import driver_url
 from ablate.base.store import tags as tag
-from ablate.study.runner import RunHooks, TrialOutcome, results_paths
+from ablate.study.runner import results_paths
 from ablate.study.study import Study, Trial
+from ablate.study.trial_run import RunHooks, TrialOutcome
 
 if TYPE_CHECKING:
     import optuna
@@ -237,7 +238,7 @@ class Heartbeat:
 
 
 def _run_claimed(study, trials, claimed, parent, config, hooks, index) -> TrialOutcome:
-    from ablate.study import runner
+    from ablate.study import trial_run
 
     trial_id = claimed.user_attrs.get(TRIAL_ATTR)
     trial = trials.get(trial_id)
@@ -251,7 +252,7 @@ def _run_claimed(study, trials, claimed, parent, config, hooks, index) -> TrialO
         return TrialOutcome(trial.id, trial.arm, s.model, s.template, s.seed, "skipped", message)
     study_dir = results_paths(config.results_dir, study)["study"]
     uri = config.tracking_uri
-    return runner.run_trial(study, trial, uri, study_dir, hooks, index, len(trials))
+    return trial_run.run_trial(study, trial, uri, study_dir, hooks, index, len(trials))
 
 
 def _tell(queue: TrialQueue, claimed, outcome: TrialOutcome) -> None:

@@ -18,9 +18,11 @@ from typing import TYPE_CHECKING, Any
 
 from ablate import tracking
 from ablate.base.errors import ConfigError
+from ablate.base.sql_urls import sqlite_file_problem
 
 if TYPE_CHECKING:
     from ablate.study.study import Study
+    from ablate.tracking import LeaseTable
 
 FULL_LOAD_BYTES = 256 * 2**20
 """Models with at most this much weight are loaded in full; larger ones (a real checkpoint for a
@@ -41,7 +43,7 @@ def preflight_study(
     root = check_results_dir(results_dir)
     uri = tracking_uri or tracking.default_uri(root)
     check_store(uri)
-    check_sqlite_file(tracking.open_store(uri).lease_url(root))
+    check_leases(tracking.leases_of(tracking.open_store(uri), root))
     from ablate.study.elicit_phase import check_elicitation
 
     models = list(dict.fromkeys(model for _, model, _, _ in study.cells()))
@@ -166,26 +168,19 @@ def check_store(uri: str) -> None:
     check_sqlite_file(uri)
 
 
-#: The first bytes of every SQLite database file.
-SQLITE_HEADER = b"SQLite format 3\x00"
+def check_leases(leases: LeaseTable) -> None:
+    """The store's lease table can be used (creates nothing)."""
+    problem = leases.problem()
+    if problem:
+        raise ConfigError(problem)
 
 
 def check_sqlite_file(url: str) -> None:
     """A `sqlite:///` database that exists is one (not an empty, truncated-to-nothing or
     foreign file), named in the ConfigError; other URLs pass."""
-    prefix = "sqlite:///"
-    if not url.startswith(prefix):
-        return
-    path = Path(url[len(prefix) :])
-    if not path.is_file() or path.stat().st_size == 0:  # SQLite makes an empty file its own
-        return
-    with path.open("rb") as handle:
-        header = handle.read(len(SQLITE_HEADER))
-    if header != SQLITE_HEADER:
-        raise ConfigError(
-            f"{path} is not an SQLite database (damaged, or another file): move it away to "
-            "start afresh, or restore it"
-        )
+    problem = sqlite_file_problem(url)
+    if problem:
+        raise ConfigError(problem)
 
 
 def _model_problem(name: str) -> str | None:

@@ -1,30 +1,45 @@
 """A failure of the results store (the database, the tracking server, the lease database, the
 disk) as one `StoreError` naming what failed, in the database's own words: the study stops in
-one line, and a rerun once it is fixed resumes it."""
+one line, and a rerun once it is fixed resumes it. The store and its lease table each classify
+their own errors (`ablate.tracking.is_failure`, `LeaseTable.is_failure`)."""
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
+from ablate import tracking
 from ablate.base.errors import StoreError
 from ablate.study.study import Trial
-from ablate.tracking import StudyStore
+from ablate.tracking import LeaseTable, StudyStore
 
 
 @contextlib.contextmanager
-def store_errors(
-    store: StudyStore, trial: Trial | None = None, where: str | None = None
+def stop_on(
+    is_failure: Callable[[BaseException], bool], where: str, trial: Trial | None = None
 ) -> Iterator[None]:
-    """A failure of the results store (database, tracking server, leases, disk), as the store
-    classifies its own errors, raised as one `StoreError` naming `where` (default: the store's
-    URI; the lease database's for lease calls)."""
+    """An error `is_failure` accepts, raised as one `StoreError` naming `where`."""
     try:
         yield
     except Exception as exc:
-        if isinstance(exc, StoreError) or not store.is_failure(exc):
+        if isinstance(exc, StoreError) or not is_failure(exc):
             raise
-        raise store_error(exc, trial, where or store.uri) from exc
+        raise store_error(exc, trial, where) from exc
+
+
+def store_errors(
+    store: StudyStore, trial: Trial | None = None, where: str | None = None
+) -> contextlib.AbstractContextManager[None]:
+    """A failure of the results store (database, tracking server, disk), as the store classifies
+    its own errors, raised as one `StoreError` naming `where` (default: the store's URI)."""
+    return stop_on(lambda exc: tracking.is_failure(store, exc), where or store.uri, trial)
+
+
+def lease_errors(
+    leases: LeaseTable, trial: Trial | None = None
+) -> contextlib.AbstractContextManager[None]:
+    """A failure of the lease table's database, raised as one `StoreError` naming it."""
+    return stop_on(leases.is_failure, leases.url, trial)
 
 
 def failure_words(exc: BaseException) -> str:

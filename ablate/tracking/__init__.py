@@ -1,33 +1,41 @@
-"""Where studies' runs are kept: results stores behind one port, chosen by URI.
+"""Where studies' runs are kept: results stores behind one port, chosen by the URI's scheme.
 
-- `ablate.base.store.port`: the port (`Tracker`, `StudyStore`, `StudyRun`, `StoreUI`),
-  `ablate.base.store.table` the store-neutral `RunTable`, `ablate.base.store.tags` the tag
-  vocabulary;
+- `ablate.base.store.port`: the port (`Tracker`, `StudyStore`, `StudyRun`; `StoreFailures`),
+  `ablate.base.store.leases` the lease port, `ablate.base.store.ui` the optional UI,
+  `ablate.base.store.table` the store-neutral `RunTable`, `ablate.base.store.tags` the tags;
+- `ablate.tracking.registry`: the stores by URL scheme (`STORES`);
 - `ablate.tracking.mlflow*`: the MLflow adapter (any MLflow tracking URI: sqlite, PostgreSQL,
   a tracking server), the default, and the only code that imports mlflow;
-- `ablate.tracking.files*`: the file store (`jsonl:///abs/folder`): JSON files in a folder.
+- `ablate.tracking.files*`: the file store (`jsonl:///abs/folder`): JSON files in a folder;
+- `ablate.tracking.sql_leases`: trial leases in a SQL database, wherever a store keeps them.
 
-Everything outside this package opens a store with `open_store(uri)` and sees runs through the
-port only. Adapters are imported when a store is opened: `import ablate.tracking` stays cheap.
+Everything outside this package opens a store with `open_store(uri)` and sees it through the
+ports only: `leases_of`, `is_failure` and `ui_of` ask a store for what it may add to the core
+port. A new store is one module and one `register_store` line. Adapters are registered by name
+and imported when a store of theirs is opened: `import ablate.tracking` stays cheap.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from ablate.base.store.common import algorithm_diff_tags, environment_tags
+from ablate.base.store.common import algorithm_diff_tags, disk_failure, environment_tags
+from ablate.base.store.leases import LeasePort, LeaseTable
 from ablate.base.store.port import (
     MemoryTracker,
     NullTracker,
-    StoreUI,
-    StudyPage,
+    StoreFailures,
     StudyRun,
     StudyStore,
     Tracker,
 )
 from ablate.base.store.table import RunRecord, RunTable
+from ablate.base.store.ui import HasUI, StoreUI, StudyPage
+from ablate.tracking.registry import Opener, StoreRegistry
 
 __all__ = [
+    "STORES",
+    "LeaseTable",
     "MemoryTracker",
     "NullTracker",
     "RunRecord",
@@ -40,8 +48,30 @@ __all__ = [
     "algorithm_diff_tags",
     "default_uri",
     "environment_tags",
+    "is_failure",
+    "leases_of",
     "open_store",
+    "register_store",
+    "ui_of",
 ]
+
+#: The results stores by URL scheme.
+STORES = StoreRegistry()
+
+
+def register_store(schemes: str | tuple[str, ...], opener: Opener) -> None:
+    """Serve the URIs of `schemes` with the store `opener(uri)` builds (a "module:attribute"
+    name is imported when a store of these schemes is first opened)."""
+    STORES.register(schemes, opener)
+
+
+register_store("jsonl", "ablate.tracking.files:FileStore")
+# MLflow: a database `ablate ui` can serve, or a tracking server (it serves its own UI)
+register_store(
+    ("sqlite", "postgresql", "postgres", "mysql", "mssql", "file"),
+    "ablate.tracking.mlflow:MLflowDatabaseStore",
+)
+register_store(("http", "https", "databricks"), "ablate.tracking.mlflow:MLflowStore")
 
 
 def default_uri(results_dir: str | Path) -> str:
@@ -51,12 +81,27 @@ def default_uri(results_dir: str | Path) -> str:
 
 
 def open_store(uri: str) -> StudyStore:
-    """The store at `uri`: the file store for `jsonl:///abs/folder`, else MLflow (sqlite,
-    postgresql, http(s), whatever MLflow accepts). Opening touches nothing."""
-    from ablate.tracking import files
+    """The store at `uri`, by its scheme (`STORES`); ConfigError for a scheme no store serves.
+    Opening touches nothing."""
+    return STORES.open(uri)
 
-    if uri.startswith(files.SCHEME):
-        return files.FileStore(uri)
-    from ablate.tracking.mlflow import MLflowStore
 
-    return MLflowStore(uri)
+def leases_of(store: StudyStore, results_root: str | Path) -> LeaseTable:
+    """The lease table of `store`'s studies: where the store keeps its leases (`LeasePort`),
+    else `leases.db` in the results folder `results_root`. Touches nothing."""
+    if isinstance(store, LeasePort):
+        return store.leases(Path(results_root))
+    from ablate.tracking.sql_leases import LeaseStore  # the adapters' modules load on first use
+
+    return LeaseStore.in_folder(results_root)
+
+
+def is_failure(store: StudyStore, exc: BaseException) -> bool:
+    """Whether `exc` is a failure of `store` (as it classifies its own, `StoreFailures`) or of the
+    disk, not of a trial: the study stops with one line, and a rerun once it is fixed resumes."""
+    return disk_failure(exc) or (isinstance(store, StoreFailures) and store.is_failure(exc))
+
+
+def ui_of(store: StudyStore) -> StoreUI | None:
+    """The store's browser UI (`HasUI`), or None when it has none."""
+    return store.ui() if isinstance(store, HasUI) else None

@@ -1,6 +1,6 @@
 """The file store: a `StudyStore` in a folder, chosen by a `jsonl:///abs/folder` URI (a scheme
 MLflow does not use). Plain files any tool can read, no database and no server; no UI (`ablate
-report` reads it).
+report` reads it), and only the disk's failures (the core port plus its leases' place).
 
     <folder>/leases.db                  the trial leases (sqlite)
     <folder>/<study>-<hash>/study.json  the study's name and its parent run's id
@@ -22,15 +22,14 @@ from pathlib import Path
 
 from ablate.base.errors import ConfigError
 from ablate.base.locks import file_lock
-from ablate.base.store.common import artifact_files, disk_failure, raised_by
-from ablate.base.store.port import Guard, StoreUI, terminal
+from ablate.base.store.common import artifact_files
+from ablate.base.store.port import Guard, terminal
 from ablate.base.store.table import RunRecord, RunTable
 from ablate.base.store.tags import CURRENT, KIND, PLAN_MARKED, RESUMES, STUDY, TRIAL_ID
 from ablate.tracking.files_run import FileTracker, RunFolder, read_json, write_json
+from ablate.tracking.sql_leases import LeaseStore
 
 SCHEME = "jsonl://"
-#: Errors of these packages are the store's too: its leases live in sqlite.
-_LEASE_PACKAGES = ("sqlalchemy", "sqlite3")
 
 
 def folder_of(uri: str) -> Path:
@@ -121,7 +120,8 @@ class FileStudy:
 
 
 class FileStore:
-    """A `StudyStore` in the folder of a `jsonl:///abs/folder` URI (see the module doc)."""
+    """A `StudyStore` in the folder of a `jsonl:///abs/folder` URI (see the module doc), keeping
+    its trial leases there too (`LeasePort`)."""
 
     kind = "file store"
 
@@ -197,14 +197,9 @@ class FileStore:
     def download_artifacts(self, run_id: str, path: str, dst: str | Path) -> Path:
         return self._run(run_id).copy_artifacts(path, Path(dst))
 
-    def lease_url(self, results_root: str | Path) -> str:
-        return f"sqlite:///{self.root / 'leases.db'}"
-
-    def is_failure(self, exc: BaseException) -> bool:
-        return disk_failure(exc) or raised_by(exc, _LEASE_PACKAGES)
-
-    def ui(self) -> StoreUI | None:
-        return None
+    def leases(self, results_root: Path) -> LeaseStore:
+        """In `leases.db` in the store's folder, wherever the results folder is."""
+        return LeaseStore.in_folder(self.root)
 
 
 def _record(run: RunFolder) -> RunRecord:

@@ -1,5 +1,6 @@
 """The MLflow adapter of the tracking port: `MLflowStore` (a `StudyStore` on any MLflow tracking
-URI: sqlite, PostgreSQL, a tracking server) and `MLflowStudy` (a study's parent run). The
+URI: a tracking server), `MLflowDatabaseStore` (on a database: sqlite, PostgreSQL…; with its
+leases' place and a UI) and `MLflowStudy` (a study's parent run). The
 adapter's modules (`mlflow*.py` here) are the only code that imports mlflow, and they do so
 inside functions: importing mlflow costs ~1.8 s."""
 
@@ -12,9 +13,10 @@ from typing import Any
 
 from ablate.base.sql_urls import driver_url
 from ablate.base.store.common import artifact_files
-from ablate.base.store.port import Guard, StoreUI, terminal
+from ablate.base.store.port import Guard, terminal
 from ablate.base.store.table import RunTable
 from ablate.base.store.tags import CURRENT, KIND, PLAN_MARKED, RESUMES, STUDY, TRIAL_ID
+from ablate.base.store.ui import StoreUI
 from ablate.tracking import mlflow_read
 from ablate.tracking.mlflow_client import (
     PARENT,
@@ -30,6 +32,7 @@ from ablate.tracking.mlflow_client import (
 )
 from ablate.tracking.mlflow_http import is_http, server_problem
 from ablate.tracking.mlflow_tracker import MLflowTracker, held_steps
+from ablate.tracking.sql_leases import LeaseStore
 
 
 class MLflowStudy:
@@ -130,11 +133,13 @@ def _open_parent(api: Any, experiment_id: str, study_name: str) -> str:
 
 
 class MLflowStore:
-    """A `StudyStore` on an MLflow tracking URI (see `ablate.tracking.mlflow_client`)."""
+    """A `StudyStore` on any MLflow tracking URI (see `ablate.tracking.mlflow_client`) that
+    classifies its own failures (`StoreFailures`): the database, the tracking server."""
+
+    kind = "MLflow tracking server"
 
     def __init__(self, uri: str) -> None:
         self.uri = uri
-        self.kind = "MLflow tracking server" if _is_server(uri) else "MLflow database"
 
     def init(self) -> None:
         """Create the database schema once, before processes fan out: concurrent first use of a
@@ -181,27 +186,30 @@ class MLflowStore:
     def download_artifacts(self, run_id: str, path: str, dst: str | Path) -> Path:
         return mlflow_read.download_artifacts(self.uri, run_id, path, dst)
 
-    def lease_url(self, results_root: str | Path) -> str:
+    def is_failure(self, exc: BaseException) -> bool:
+        return is_failure(exc)
+
+
+class MLflowDatabaseStore(MLflowStore):
+    """An MLflow store on a database (sqlite, PostgreSQL, MySQL…, or MLflow's file store): it
+    keeps its trial leases beside or inside the database (`LeasePort`), and `ablate ui` serves it
+    (`HasUI`). A tracking server is a plain `MLflowStore`: it serves its own UI, and its leases
+    live in the results folder."""
+
+    kind = "MLflow database"
+
+    def leases(self, results_root: Path) -> LeaseStore:
         """The tracking database itself when it is PostgreSQL, `leases.db` beside it when it is
         sqlite, else `leases.db` in the results folder."""
         path = sqlite_path(self.uri)
         if path is not None:
-            return f"sqlite:///{path.parent / 'leases.db'}"
+            return LeaseStore.in_folder(path.parent)
         if self.uri.startswith(("postgresql", "postgres://")):
-            return driver_url(self.uri)
-        return f"sqlite:///{Path(results_root).resolve() / 'leases.db'}"
+            return LeaseStore(driver_url(self.uri))
+        return LeaseStore.in_folder(results_root)
 
-    def is_failure(self, exc: BaseException) -> bool:
-        return is_failure(exc)
-
-    def ui(self) -> StoreUI | None:
-        """`mlflow server` on the database; None for a tracking server (it serves its own)."""
-        if _is_server(self.uri):
-            return None
+    def ui(self) -> StoreUI:
+        """`mlflow server` on the database."""
         from ablate.tracking.mlflow_views import MLflowUI
 
         return MLflowUI(self.uri)
-
-
-def _is_server(uri: str) -> bool:
-    return uri.startswith(("http://", "https://"))

@@ -21,8 +21,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from ablate.base.store.port import StudyPage
 from ablate.base.store.tags import ARM, CURRENT, MODEL, OUTCOME, PLAN_MARKED, SEED, STUDY, TEMPLATE
+from ablate.base.store.ui import StudyPage
 from ablate.tracking.mlflow_client import (
     EXPERIMENT_TAGS,
     all_experiments,

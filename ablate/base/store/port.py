@@ -1,15 +1,14 @@
 """The tracking port: what a trial logs through (`Tracker`) and what orchestration and the
 report see of a results store (`StudyStore`, `StudyRun`; its runs as a `RunTable`, its tags from
-`ablate.base.store.tags`). Every adapter (MLflow, the file store) and every consumer (runner,
-report, commands) depends on these modules, never on an adapter; they import nothing of ablate
-above them.
+`ablate.base.store.tags`), and how a store may classify its own failures (`StoreFailures`).
+Every adapter (MLflow, the file store) and every consumer (runner, report, commands) depends on
+these modules, never on an adapter; they import nothing of ablate above them.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
@@ -158,33 +157,12 @@ class StudyRun(Protocol):
     def close(self, status: str = "FINISHED") -> None: ...
 
 
-@dataclass(frozen=True)
-class StudyPage:
-    """A study's page in a store's UI, and its report there when one is attached."""
-
-    study: str
-    url: str
-    report_url: str | None = None
-
-
-class StoreUI(Protocol):
-    """A store's browser UI (`ablate ui`)."""
-
-    name: str  # e.g. "MLflow UI"
-
-    def command(self, host: str, port: int) -> list[str]:
-        """The server to start (argv), serving this store on `host:port`."""
-        ...
-
-    def publish(self, base_url: str) -> list[StudyPage]:
-        """Write each study's view now; its pages under the UI at `base_url`."""
-        ...
-
-
 @runtime_checkable
 class StudyStore(Protocol):
-    """Where studies' runs live, chosen by URI (`ablate.tracking.open_store`). Creating the
-    object touches nothing; `init` creates what the store needs."""
+    """Where studies' runs live, chosen by the URI's scheme (`ablate.tracking.open_store`).
+    Creating the object touches nothing; `init` creates what the store needs. What a store may
+    add besides: its own failures (`StoreFailures`), its own place for trial leases
+    (`ablate.base.store.leases.LeasePort`), a browser UI (`ablate.base.store.ui.HasUI`)."""
 
     uri: str
     kind: str  # how the CLI names it, e.g. "MLflow database", "file store"
@@ -230,15 +208,13 @@ class StudyStore(Protocol):
         """Copy a run's artifact `path` (file or folder) under `dst`; returns the local path."""
         ...
 
-    def lease_url(self, results_root: str | Path) -> str:
-        """The SQL database (SQLAlchemy URL) where this store's trial leases live."""
-        ...
+
+@runtime_checkable
+class StoreFailures(Protocol):
+    """A store that tells its own failures (its database, its tracking server) from a trial's
+    errors. Optional: `ablate.tracking.is_failure` counts only the disk's for a store without it."""
 
     def is_failure(self, exc: BaseException) -> bool:
-        """Whether `exc` is a failure of this store (or its leases, or the disk), not of a
-        trial: the study stops with one line, and retrying later can succeed."""
-        ...
-
-    def ui(self) -> StoreUI | None:
-        """The store's browser UI, or None when it has none."""
+        """Whether `exc` is a failure of this store, not of a trial: the study stops with one
+        line, and retrying later can succeed."""
         ...
