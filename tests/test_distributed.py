@@ -24,7 +24,8 @@ from ablate.study.distributed import (
     prepare,
     run_worker,
 )
-from ablate.study.runner import TrialOutcome, identified_trials
+from ablate.study.identity import identified_trials
+from ablate.study.runner import TrialOutcome
 from ablate.testing import zoo_model_built
 from ablate.tracking import StudyRun, open_store
 

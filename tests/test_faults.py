@@ -20,7 +20,8 @@ from ablate import tracking
 from ablate.base.errors import StoreError
 from ablate.stages.checkpoint import WEIGHTS, CheckpointWarning, checkpoint_dirs
 from ablate.study import load_study
-from ablate.study.runner import RunHooks, identified_trials, run_study
+from ablate.study.identity import identified_trials
+from ablate.study.runner import RunHooks, run_study
 from ablate.testing import exactly_once_problems, study_ledger, zoo_model_built
 
 pytestmark = pytest.mark.skipif(not zoo_model_built("hopeless"), reason="zoo not available")

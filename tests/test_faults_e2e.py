@@ -27,7 +27,7 @@ from ablate.base.sql_urls import driver_url
 from ablate.stages.checkpoint import checkpoint_dirs
 from ablate.study import load_study
 from ablate.study.distributed import TRIAL_ATTR
-from ablate.study.runner import identified_trials
+from ablate.study.identity import identified_trials
 from ablate.testing import exactly_once_problems, study_ledger, zoo_model_built
 from ablate.tracking.sql_leases import TABLE
 

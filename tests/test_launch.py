@@ -21,7 +21,8 @@ from ablate.launch.options import Launch, resolve
 from ablate.launch.slurm import array_launcher, run_array_task, submit, wait
 from ablate.launch.slurm_options import SlurmOptions
 from ablate.study import load_study
-from ablate.study.runner import identified_trials, run_study
+from ablate.study.identity import identified_trials
+from ablate.study.runner import run_study
 from ablate.testing import exactly_once_problems, study_ledger, zoo_model_built
 
 pytestmark = [

@@ -32,7 +32,8 @@ from ablate.launch.registry import (
 )
 from ablate.launch.slurm_options import SlurmOptions
 from ablate.study import load_study
-from ablate.study.runner import identified_trials, results_paths, run_trial
+from ablate.study.identity import identified_trials
+from ablate.study.runner import results_paths, run_trial
 from ablate.testing import exactly_once_problems, study_ledger, zoo_model_built
 
 pytestmark = [

@@ -20,7 +20,7 @@ from ablate.base.store.table import RunTable
 from ablate.base.store.ui import HasUI
 from ablate.commands.cli import main
 from ablate.study import load_study
-from ablate.study.runner import identified_trials
+from ablate.study.identity import identified_trials
 from ablate.testing import exactly_once_problems, study_ledger, zoo_model_built
 from ablate.tracking import STORES, StudyStore, leases_of, open_store, register_store, ui_of
 from ablate.tracking.files import FileStore

@@ -15,7 +15,7 @@ import pytest
 from ablate import tracking
 from ablate.models import zoo_names
 from ablate.study import load_study
-from ablate.study.runner import identified_trials
+from ablate.study.identity import identified_trials
 
 pytestmark = pytest.mark.skipif("hopeless" not in zoo_names(), reason="zoo not available")
 

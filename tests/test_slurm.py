@@ -23,7 +23,7 @@ import pytest
 from ablate import tracking
 from ablate.stages.checkpoint import checkpoint_dirs
 from ablate.study import load_study
-from ablate.study.runner import identified_trials
+from ablate.study.identity import identified_trials
 from ablate.testing import exactly_once_problems, study_ledger, zoo_model_built
 
 pytestmark = [

@@ -18,7 +18,8 @@ import pytest
 
 from ablate.commands.cli import main
 from ablate.study import load_study
-from ablate.study.runner import identified_trials, run_study
+from ablate.study.identity import identified_trials
+from ablate.study.runner import run_study
 from ablate.testing import exactly_once_problems, study_ledger, zoo_model_built
 from ablate.tracking import StudyRun, StudyStore, Tracker, open_store, ui_of
 from ablate.tracking.files import FileStore

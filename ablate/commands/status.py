@@ -25,7 +25,7 @@ def status(
 
     from ablate import tracking
     from ablate.launch.array import latest_submission, trial_states
-    from ablate.study.runner import identified_trials
+    from ablate.study.identity import identified_trials
     from ablate.study.study import load_study
 
     loaded = load_study(study)

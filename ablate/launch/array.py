@@ -103,7 +103,7 @@ def _alive_here(skipped: str) -> bool:
 
 
 def _find_trial(study: Study, trial_id: str, study_file: str) -> Trial:
-    from ablate.study.runner import identified_trials
+    from ablate.study.identity import identified_trials
 
     for trial in identified_trials(study):
         if trial.id == trial_id:
@@ -137,7 +137,7 @@ def _close_parent_when_all_finished(study: Study, uri: str) -> None:
     """The last task out marks the study's parent run FINISHED (a detached submission has no
     waiting process to do it)."""
     from ablate import tracking
-    from ablate.study.runner import identified_trials
+    from ablate.study.identity import identified_trials
 
     parent = tracking.open_store(uri).find_study(study.name)
     if parent is None:

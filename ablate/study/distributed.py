@@ -66,8 +66,8 @@ def run_worker(
     """Set up (once per study, whoever comes first), then run WAITING trials until none is
     left; returns the outcomes of the trials this worker ran or skipped."""
     from ablate import tracking
+    from ablate.study.identity import identified_trials
     from ablate.study.preflight import preflight_study
-    from ablate.study.runner import identified_trials
 
     hooks = hooks or RunHooks()
     # every input checked before anything is written
@@ -107,7 +107,7 @@ def prepare(study: Study, config: WorkerConfig, trials: list[Trial] | None = Non
     import optuna
 
     from ablate import tracking
-    from ablate.study.runner import identified_trials
+    from ablate.study.identity import identified_trials
 
     with study_lock(config.storage, study.name), warnings.catch_warnings():
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)

@@ -10,12 +10,12 @@ chosen by its URI.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from ablate.base.errors import StoreError
 from ablate.base.store import tags as tag
+from ablate.study.identity import identified_trials
 from ablate.study.pool import run_parallel
 from ablate.study.store_failures import store_errors
 from ablate.study.study import Study, Trial
@@ -33,7 +33,6 @@ __all__ = [
     "Launcher",
     "RunHooks",
     "TrialOutcome",
-    "identified_trials",
     "results_paths",
     "run_study",
     "run_trial",
@@ -111,19 +110,6 @@ def _close_parent(parent, outcomes: list[TrialOutcome]) -> None:
     statuses = parent.trial_status() if elsewhere else {}
     if all(statuses.get(trial_id) == "FINISHED" for trial_id in elsewhere):
         parent.close("FINISHED")
-
-
-def identified_trials(study: Study) -> list[Trial]:
-    """The study's trials with each base model's weights hash in their spec (and so in their
-    id): a model rebuilt under the same name is a different trial, never a resumed one."""
-    from ablate.models import weights_hash
-
-    trials = study.trials()
-    hashes = {m: weights_hash(m) for m in dict.fromkeys(t.spec.model for t in trials)}
-    return [
-        Trial(t.arm, dataclasses.replace(t.spec, model_weights=hashes[t.spec.model]))
-        for t in trials
-    ]
 
 
 @contextlib.contextmanager
