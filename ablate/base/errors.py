@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import signal
+
 
 class AblateError(Exception):
     """Base of every error ablate raises on purpose."""
@@ -48,7 +50,6 @@ class Interrupted(KeyboardInterrupt):
     trial's run is marked KILLED, its lease released, the study's parent closed KILLED)."""
 
     def __init__(self, signum: int) -> None:
-        import signal
 
         super().__init__(signal.Signals(signum).name)
         self.signum = signum

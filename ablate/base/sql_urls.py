@@ -3,6 +3,8 @@ trial leases)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 
 def driver_url(url: str) -> str:
     """`postgresql://…` with the psycopg2 driver spelled out: SQLAlchemy 2.1 otherwise picks
@@ -21,7 +23,6 @@ def sqlite_file_problem(url: str) -> str | None:
     """Why the `sqlite:///` database at `url` cannot be used, in one line: a file that exists
     and is not one (damaged, truncated to a foreign header, another file). None for a database
     that does not exist yet, an empty file (SQLite makes it its own) and other URLs."""
-    from pathlib import Path
 
     prefix = "sqlite:///"
     if not url.startswith(prefix):

@@ -15,7 +15,9 @@ The `Literal` value sets below are the contract, and a test checks that they equ
 
 from __future__ import annotations
 
+import ast
 import dataclasses
+import inspect
 import itertools
 from dataclasses import InitVar, dataclass, fields
 from typing import Any, Literal
@@ -216,8 +218,6 @@ RENAMED = ("random_reward",)
 
 def field_docs() -> dict[str, str]:
     """Each field's one-line docstring, read from the source (for the CLI and README)."""
-    import ast
-    import inspect
 
     tree = ast.parse(inspect.getsource(Algorithm))
     body = tree.body[0].body  # type: ignore[attr-defined]

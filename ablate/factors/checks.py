@@ -13,8 +13,10 @@ reach torch only at their first tensor operation (`ablate.base.lazy`).
 from __future__ import annotations
 
 import re
+import sys
 import warnings
 from dataclasses import dataclass, fields
+from pathlib import Path
 from typing import Any, get_args, get_type_hints
 
 from ablate.base.errors import AblateWarning
@@ -217,8 +219,6 @@ def _cross_field_problems(a: Any, choices: list[Choice]) -> list[str]:
 def _warn(message: str) -> None:
     """An `AblateWarning` attributed to the first caller outside ablate and `dataclasses` (the
     user's line that built the algorithm), not to `dataclasses.replace`."""
-    import sys
-    from pathlib import Path
 
     package = str(Path(__file__).parent)
     level, frame = 1, sys._getframe(1)

@@ -16,6 +16,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from ablate.base.errors import ConfigError
+from ablate.factors.algorithms import RENAMED, Algorithm, renamed_field
+from ablate.factors.eval_spec import EvalSpec
+from ablate.factors.spec import Budget, Optim
 
 #: The parts of a trial `--set` reaches, in the order a bare name is looked up ('eval' only
 #: with its prefix: its `temperature` would shadow the rollout's).
@@ -51,9 +54,6 @@ def parse_pairs(items: Sequence[str]) -> dict[str, Any]:
 
 def _field_types() -> dict[str, dict[str, str]]:
     """section -> {field name: annotation text}."""
-    from ablate.factors.algorithms import Algorithm
-    from ablate.factors.eval_spec import EvalSpec
-    from ablate.factors.spec import Budget, Optim
 
     classes = {"algorithm": Algorithm, "optim": Optim, "budget": Budget, "eval": EvalSpec}
     return {s: {f.name: str(f.type) for f in dataclasses.fields(classes[s])} for s in SECTIONS}
@@ -64,7 +64,6 @@ def split_overrides(items: Sequence[str]) -> dict[str, dict[str, Any]]:
     values are checked by `Algorithm` itself; the others' types here."""
     fields = _field_types()
     out: dict[str, dict[str, Any]] = {s: {} for s in SECTIONS}
-    from ablate.factors.algorithms import RENAMED, renamed_field
 
     for name, value in parse_pairs(items).items():
         if name.rpartition(".")[2] in RENAMED:

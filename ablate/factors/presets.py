@@ -5,13 +5,13 @@ from __future__ import annotations
 import importlib
 import pkgutil
 
+import baselines
 from ablate.base.errors import ConfigError
 from ablate.factors.algorithms import Algorithm
 
 
 def baseline_names() -> tuple[str, ...]:
     """Names of the presets shipped in `baselines/` (e.g. 'grpo', 'dapo')."""
-    import baselines
 
     return tuple(sorted(m.name for m in pkgutil.iter_modules(baselines.__path__)))
 

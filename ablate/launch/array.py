@@ -19,9 +19,14 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from ablate import tracking
 from ablate.base.errors import Interrupted, StudyError
+from ablate.base.threads import apply_threads
+from ablate.study import runner
+from ablate.study.identity import identified_trials
+from ablate.study.lease import owner_is_dead
 from ablate.study.runner import LEASED_ELSEWHERE, RunHooks, TrialOutcome, results_paths
-from ablate.study.study import Study, Trial
+from ablate.study.study import Study, Trial, load_study
 
 #: The submissions of a study live in RESULTS/<study>/slurm/ (submitit's logs in logs/ there).
 FOLDER = "slurm"
@@ -71,9 +76,6 @@ def train_one(submission: str, trial_id: str) -> dict[str, Any]:
     """The body of one array task: train trial `trial_id` of `submission` (a JSON path);
     returns its `TrialOutcome` as a dict. A trial another runner holds is waited for up to
     `LEASE_WAIT_S` (a dead holder's lease expires), then left to it."""
-    from ablate.base.threads import apply_threads
-    from ablate.study import runner
-    from ablate.study.study import load_study
 
     record = json.loads(Path(submission).read_text())
     study = load_study(record["study_file"])
@@ -95,7 +97,6 @@ def train_one(submission: str, trial_id: str) -> dict[str, Any]:
 def _alive_here(skipped: str) -> bool:
     """Whether the holder named in a skipped trial's message ("... (host:pid:nonce)") is a live
     process of this machine: it will finish the trial, there is nothing to wait for."""
-    from ablate.study.lease import owner_is_dead
 
     holder = skipped.rpartition("(")[2].rstrip(")")
     host = holder.partition(":")[0]
@@ -103,7 +104,6 @@ def _alive_here(skipped: str) -> bool:
 
 
 def _find_trial(study: Study, trial_id: str, study_file: str) -> Trial:
-    from ablate.study.identity import identified_trials
 
     for trial in identified_trials(study):
         if trial.id == trial_id:
@@ -136,8 +136,6 @@ def _sigterm_stops_the_trial() -> Iterator[None]:
 def _close_parent_when_all_finished(study: Study, uri: str) -> None:
     """The last task out marks the study's parent run FINISHED (a detached submission has no
     waiting process to do it)."""
-    from ablate import tracking
-    from ablate.study.identity import identified_trials
 
     parent = tracking.open_store(uri).find_study(study.name)
     if parent is None:
@@ -167,7 +165,6 @@ def trial_states(
     study: Study, trials: Sequence[Trial], uri: str, root: str | Path
 ) -> list[TrialState]:
     """Each trial's state from the store: its latest run (FINISHED wins), and who leases it."""
-    from ablate import tracking
 
     store = tracking.open_store(uri)
     if not store.exists():  # never run: nothing to read, and reading must not create it

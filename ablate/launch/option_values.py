@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import difflib
 import math
 import pathlib
 import types
@@ -64,7 +65,6 @@ def _hints(options: type) -> dict[str, Any]:
 
 
 def _unknown(key: str, hints: dict[str, Any], launcher: str) -> str:
-    import difflib
 
     if not hints:
         return f"--launcher-opt {key}: launcher {launcher!r} takes no options"

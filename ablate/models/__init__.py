@@ -10,6 +10,7 @@ import os
 from pathlib import Path
 
 from ablate.base.errors import ConfigError
+from ablate.models.store import SHIPPED_DIR, built_locations, cache_root, weights_sha256
 
 
 def zoo_names() -> list[str]:
@@ -23,7 +24,6 @@ def zoo_path(name: str) -> Path:
     """The folder zoo model `name` means; ConfigError when unknown or not built yet. A shipped
     recipe's name is always its shipped folder: a local build of it is used only by path."""
     from ablate.models.catalog import SHIPPED_RECIPES, recipe_of
-    from ablate.models.store import SHIPPED_DIR, built_locations
 
     recipe = recipe_of(name)
     found = built_locations(recipe, name)
@@ -58,7 +58,6 @@ def resolve_model_path(path_or_zoo_name: str | os.PathLike) -> Path:
 def model_location(path_or_zoo_name: str | os.PathLike) -> tuple[str, Path]:
     """(where, folder): where is "shipped" or "cache" (the zoo folders, by name or by path) or
     "path" (any other local checkpoint)."""
-    from ablate.models.store import SHIPPED_DIR, cache_root
 
     path = resolve_model_path(path_or_zoo_name).resolve()
     for where, root in (("shipped", SHIPPED_DIR), ("cache", cache_root())):
@@ -72,7 +71,6 @@ def weights_hash(path_or_zoo_name: str | os.PathLike) -> str:
     `*.safetensors` files in name order (else its `*.bin` files). Computed once per process
     per folder while the files' sizes and mtimes stay the same; ConfigError when the name or
     folder is unknown or holds no weights."""
-    from ablate.models.store import weights_sha256
 
     return weights_sha256(resolve_model_path(path_or_zoo_name))
 

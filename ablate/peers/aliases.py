@@ -17,6 +17,7 @@ from typing import Any
 
 from ablate.base.errors import ConfigError
 from ablate.factors.algorithms import Algorithm
+from ablate.peers.model import inert_fields
 
 #: The fields every entry states (each either read from the source or listed as not checked).
 FACTOR_FIELDS = (
@@ -176,7 +177,6 @@ def alias_algorithm(spelling: str) -> Algorithm:
 def rows() -> list[tuple[str, ...]]:
     """The table `ablate aliases` prints: one row per alias, its factor vector (the fields the
     vector reads; `?` marks one not checked in the source, at ablate's default) and its source."""
-    from ablate.peers.model import inert_fields
 
     out = []
     for a in ALIASES:

@@ -21,6 +21,8 @@ import torch
 from torch import Tensor
 
 from ablate.base.records import Rollouts, SamplingParams
+from ablate.models import fast_llama
+from ablate.models.decode_cache import rows_to_keep
 from ablate.rollout.base import checked_request
 
 
@@ -134,7 +136,6 @@ class HFEngine:
         """Sample `n` completions of each prompt row ([P, W] ids and mask, left padded). With
         `ragged`, rows that have finished leave the decode batch (`rows_to_keep`); the noise
         is still drawn for the whole batch, so every row samples what it would have."""
-        from ablate.models.decode_cache import rows_to_keep
 
         device, steps = self.device, sampling.max_new_tokens
         batch = prompt_ids.shape[0] * n
@@ -168,7 +169,6 @@ class HFEngine:
         """A decoder (first_logits [B, V], step(token, generated) -> logits, select(keep)).
         Llama models take the fused path (one prefill per distinct prompt); any other model
         runs transformers' forward over a preallocated cache."""
-        from ablate.models import fast_llama
         from ablate.rollout.kv import TransformersDecoder
 
         if self.fused and fast_llama.supports(self.model):

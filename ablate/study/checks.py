@@ -14,7 +14,11 @@ from pathlib import Path
 from typing import Any, TypeAlias
 
 from ablate.base.errors import AblateError
-from ablate.factors.spec import setting_problems
+from ablate.factors import confounds
+from ablate.factors.algorithms import Algorithm
+from ablate.factors.fields import type_problems
+from ablate.factors.spec import Optim, setting_problems
+from ablate.models import zoo_names
 from ablate.study.design_checks import (
     control_warnings,
     design_problems,
@@ -52,7 +56,6 @@ def study_problems(study: Study) -> list[str]:
 def study_warnings(study: Study) -> list[str]:
     """Legal but possibly misleading set-ups: arms that differ from the reference in an update
     schedule or KL term they inherit from a preset without declaring it."""
-    from ablate.factors import confounds
 
     ref = study.arm(study.reference_arm)
     out = eval_size_warnings(study) + control_warnings(study)
@@ -85,7 +88,6 @@ def _arm_problems(study: Study) -> list[str]:
 
 
 def model_is_known(name: str) -> bool:
-    from ablate.models import zoo_names
 
     return name in zoo_names() or (Path(name).expanduser() / "config.json").is_file()
 
@@ -93,7 +95,6 @@ def model_is_known(name: str) -> bool:
 def _model_problems(study: Study) -> list[str]:
     if not study.base_models:
         return ["base_models is empty"]
-    from ablate.models import zoo_names
 
     return [
         f"unknown base model {m!r}: not a zoo model ({', '.join(zoo_names())}) nor a local "
@@ -176,7 +177,6 @@ def _passk_problems(study: Study) -> list[str]:
     p = study.passk
     if p is None:
         return []
-    from ablate.factors.fields import type_problems
     from ablate.tasks.templates import template_names
 
     if wrong := type_problems(p):
@@ -193,7 +193,6 @@ def _passk_problems(study: Study) -> list[str]:
 
 
 def _elicit_problems(e) -> list[str]:
-    from ablate.factors.fields import type_problems
     from ablate.tasks.templates import PARSES, template_names
 
     if type(e).__name__ != "ElicitSpec":
@@ -217,8 +216,6 @@ def _elicit_problems(e) -> list[str]:
 
 
 def _search_problems(study: Study) -> list[str]:
-    from ablate.factors.algorithms import Algorithm
-    from ablate.factors.spec import Optim
 
     valid = {
         "algorithm": {f.name for f in dataclasses.fields(Algorithm)},

@@ -25,10 +25,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ablate import tracking
 from ablate.base.errors import ConfigError
 from ablate.base.locks import file_lock
 from ablate.base.sql_urls import driver_url
 from ablate.base.store import tags as tag
+from ablate.study import trial_run
+from ablate.study.identity import identified_trials
+from ablate.study.preflight import preflight_study
 from ablate.study.runner import results_paths
 from ablate.study.study import Study, Trial
 from ablate.study.trial_run import RunHooks, TrialOutcome
@@ -65,9 +69,6 @@ def run_worker(
 ) -> list[TrialOutcome]:
     """Set up (once per study, whoever comes first), then run WAITING trials until none is
     left; returns the outcomes of the trials this worker ran or skipped."""
-    from ablate import tracking
-    from ablate.study.identity import identified_trials
-    from ablate.study.preflight import preflight_study
 
     hooks = hooks or RunHooks()
     # every input checked before anything is written
@@ -105,9 +106,6 @@ def prepare(study: Study, config: WorkerConfig, trials: list[Trial] | None = Non
     """Under the study's lock: storage tables, the Optuna study, the results store and parent
     run, and one WAITING trial per ablate trial not enqueued before (by anyone)."""
     import optuna
-
-    from ablate import tracking
-    from ablate.study.identity import identified_trials
 
     with study_lock(config.storage, study.name), warnings.catch_warnings():
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
@@ -238,7 +236,6 @@ class Heartbeat:
 
 
 def _run_claimed(study, trials, claimed, parent, config, hooks, index) -> TrialOutcome:
-    from ablate.study import trial_run
 
     trial_id = claimed.user_attrs.get(TRIAL_ATTR)
     trial = trials.get(trial_id)

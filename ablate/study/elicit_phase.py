@@ -23,6 +23,7 @@ from ablate.base.records import SamplingParams
 from ablate.base.seeding import derive_seed
 from ablate.models import load_model, load_tokenizer, resolve_model_path, weights_hash
 from ablate.rollout.hf import HFEngine
+from ablate.study.resources import model_limits
 from ablate.study.study import Study
 from ablate.tasks import get_task
 from ablate.trial.elicitation import (
@@ -129,7 +130,6 @@ def _rates(study, task, engine, point, parses, problems, n, what, progress):
 def check_elicitation(study: Study, models: list[str]) -> None:
     """ConfigError before any compute naming every grid point whose prompts (selection or eval
     problems) leave a model no room for `max_new_tokens`: few-shot prompts are the usual cause."""
-    from ablate.study.resources import model_limits
 
     spec = study.passk.elicit if study.passk is not None else None
     if spec is None:

@@ -14,6 +14,7 @@ from ablate.base import durable
 from ablate.base.records import SamplingParams
 from ablate.models import load_model, resolve_model_path, weights_hash
 from ablate.rollout.hf import HFEngine
+from ablate.study.elicit_phase import elicitation_phase
 from ablate.study.study import Study
 from ablate.tasks import get_task
 from ablate.trial.passk_sweep import SWEEP_COLUMNS, passk_sweep
@@ -66,7 +67,6 @@ def base_phases(study: Study, paths: dict[str, Path], parent, hooks) -> None:
     """Pass@G of every base model × template and, where declared, the best-elicited base; both
     cached in the results folder (`paths["passk"]`), written to the study's folder and attached
     to its parent run. `hooks`: the runner's (`on_phase`, `on_passk`)."""
-    from ablate.study.elicit_phase import elicitation_phase
 
     if hooks.on_phase is not None:
         hooks.on_phase("passk")

@@ -8,9 +8,17 @@ SIGKILL, their trials' runs marked KILLED.
 from __future__ import annotations
 
 import contextlib
+import multiprocessing as mp
+import os
+import signal
+import threading
+import warnings
 from pathlib import Path
 from typing import Any
 
+from ablate.base.errors import AblateWarning, Interrupted
+from ablate.base.lifetime import die_with_parent, watch_parent
+from ablate.base.threads import choose_threads
 from ablate.study.study import Study, Trial
 from ablate.study.trial_run import RunHooks, TrialOutcome, notify, run_trial
 
@@ -25,11 +33,8 @@ _IN_TRIAL = False
 
 
 def _worker_init(threads: int, progress: Any) -> None:
-    import warnings
 
     import torch
-
-    from ablate.base.errors import AblateWarning
 
     global _PROGRESS
     _PROGRESS = progress
@@ -44,11 +49,6 @@ def _stop_with_coordinator() -> None:
     """A worker stops when its coordinator stops it (the pool's SIGTERM; Ctrl-C reaches the
     coordinator, which stops the pool) or is gone (SIGKILL: the kernel's SIGTERM on Linux, the
     parent watch elsewhere): its trial's run marked KILLED, its lease released, no traceback."""
-    import os
-    import signal
-
-    from ablate.base.errors import Interrupted
-    from ablate.base.lifetime import die_with_parent, watch_parent
 
     def stop(signum, frame) -> None:
         global _PROGRESS
@@ -72,7 +72,6 @@ def _relay(event: tuple) -> None:
 
 
 def _run_in_worker(args: tuple) -> TrialOutcome:
-    import os
 
     global _IN_TRIAL
     study, trial, uri, study_dir = args
@@ -105,10 +104,6 @@ def run_parallel(
 ) -> list[TrialOutcome]:
     """N processes, each with the threads `ablate.base.threads` allots one of N workers; their
     trials' progress comes back through a queue to `hooks.on_trial_step`."""
-    import multiprocessing as mp
-    import threading
-
-    from ablate.base.threads import choose_threads
 
     ctx = mp.get_context("spawn")
     outcomes = []

@@ -19,6 +19,8 @@ from typing import TYPE_CHECKING, Any
 from ablate import tracking
 from ablate.base.errors import ConfigError
 from ablate.base.sql_urls import sqlite_file_problem
+from ablate.models import resolve_model_path, zoo_names
+from ablate.study.resources import memory_limit, model_limits, size_problems
 
 if TYPE_CHECKING:
     from ablate.study.study import Study
@@ -67,8 +69,6 @@ def preflight_study(
 def check_sizes(budget, eval, models: Iterable[str], device: str, passk_n=None) -> None:
     """Every size against each model's positions and the memory of `device`
     (`ablate.study.resources`); one ConfigError naming each field and its limit."""
-    from ablate.models import resolve_model_path
-    from ablate.study.resources import memory_limit, model_limits, size_problems
 
     memory = memory_limit(device)
     problems = []
@@ -185,7 +185,6 @@ def check_sqlite_file(url: str) -> None:
 
 def _model_problem(name: str) -> str | None:
     """`<model>: <reason>` if `name` cannot load, else None (remembered once it loads)."""
-    from ablate.models import resolve_model_path, zoo_names
 
     try:
         folder = resolve_model_path(name)

@@ -13,10 +13,13 @@ import contextlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from ablate import tracking
 from ablate.base.errors import StoreError
+from ablate.base.locks import file_lock
 from ablate.base.store import tags as tag
 from ablate.study.identity import identified_trials
 from ablate.study.pool import run_parallel
+from ablate.study.preflight import preflight_study
 from ablate.study.store_failures import store_errors
 from ablate.study.study import Study, Trial
 from ablate.study.trial_run import (
@@ -64,9 +67,7 @@ def run_study(
     by one of them (`ablate.study.lease`), the others skip it. `select` (a sequential design's look)
     runs only the trials it accepts; the plan stays the whole study, and ids do not change.
     `launch` runs the trials elsewhere instead (`ablate.launch.slurm`; None back: detached)."""
-    from ablate import tracking
     from ablate.study.passk_phase import base_phases
-    from ablate.study.preflight import preflight_study
 
     hooks = hooks or RunHooks()
     paths = results_paths(results_dir, study)
@@ -115,7 +116,6 @@ def _close_parent(parent, outcomes: list[TrialOutcome]) -> None:
 @contextlib.contextmanager
 def setup_lock(root: Path) -> Iterator[None]:
     """Exclusive among the processes of this machine sharing the results folder `root`."""
-    from ablate.base.locks import file_lock
 
     with file_lock(Path(root) / ".setup.lock"):
         yield

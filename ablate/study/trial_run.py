@@ -10,12 +10,14 @@ from __future__ import annotations
 import contextlib
 import json
 import traceback
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from ablate import tracking
 from ablate.base.store import tags as tag
+from ablate.study.lease import LeaseLost, TrialLease
 from ablate.study.store_failures import lease_errors, store_error
 from ablate.study.study import Study, Trial
 
@@ -89,7 +91,6 @@ def run_trial(
     """Train one trial into its run of the store at `uri`, under the trial's lease. A trial
     another runner holds is skipped; a failure of the trial is recorded, never raised; a results
     store that cannot be written stops the study (`StoreError`), leaving the trial to resume."""
-    from ablate.study.lease import TrialLease
 
     store = tracking.open_store(uri)
     leases = tracking.leases_of(store, Path(study_dir).parent)
@@ -108,7 +109,6 @@ def run_trial(
 
 
 def _run_leased(study, trial, store, study_dir, hooks, position, lease) -> TrialOutcome:
-    from ablate.study.lease import LeaseLost
     from ablate.trial import train
 
     notify(hooks.on_trial_start, trial, *position)
@@ -154,7 +154,6 @@ def _run_leased(study, trial, store, study_dir, hooks, position, lease) -> Trial
 
 def _close_failed(tracker, message: str) -> None:
     """Record a crashed trial; if the tracking store itself is what failed, say so and go on."""
-    import warnings
 
     try:
         tracker.set_tags({tag.OUTCOME: "failed", tag.OUTCOME_MESSAGE: message[:4000]})

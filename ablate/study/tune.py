@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ablate import tracking
 from ablate.base.errors import StudyError, TrialError
 from ablate.base.store import tags as tag
 from ablate.factors.spec import TrialSpec
@@ -53,8 +54,6 @@ def tune(
 ) -> TuneResult:
     """Run `n_trials` more trials of the search; returns the best parameters so far."""
     import optuna
-
-    from ablate import tracking
 
     if not study.search:
         raise StudyError(

@@ -3,8 +3,11 @@ study (every trial's runs and every (metric, step) it holds) with the exactly-on
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
+
+from ablate import tracking
 
 
 def study_data(
@@ -27,7 +30,6 @@ def study_data(
     "plain". `algorithms`: arm -> Algorithm. `samples`: (arm, seed) -> a [J problems][K samples]
     array of 0/1 eval outcomes at the trial's last step (problem ids p0, p1, ...). `fields`:
     further `StudyData` fields (equivalence_margin, positive_control, primary, ...)."""
-    import dataclasses
 
     import pandas as pd
 
@@ -89,7 +91,6 @@ def study_ledger(uri: str, study_name: str) -> dict[str, Any]:
     """What a study left in its results store (any, by URI), for exactly-once checks: `runs`
     (trial id -> list of (run id, status), so a trial run twice shows two entries) and `rows`
     (trial id -> metric -> step -> how many rows the store holds)."""
-    from ablate import tracking
 
     store = tracking.open_store(uri)
     table = store.runs(study_name)

@@ -7,6 +7,8 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from ablate.base.errors import ConfigError
+from ablate.models import zoo_path
 from ablate.tasks.base import Problem, Verdict
 
 
@@ -52,8 +54,6 @@ class ToyTask:
 
 def zoo_model_built(name: str) -> bool:
     """Whether zoo model `name` is built (shipped or cached), for tests that skip without it."""
-    from ablate.base.errors import ConfigError
-    from ablate.models import zoo_path
 
     try:
         zoo_path(name)

@@ -18,6 +18,7 @@ from ablate.factors.algorithms import Algorithm
 from ablate.factors.estimators import AdvantageEstimator, make_estimator
 from ablate.factors.spec import TrialSpec
 from ablate.rollout.base import RolloutEngine
+from ablate.rollout.hf import HFEngine
 from ablate.stages.batch import StepSampler
 from ablate.stages.compute import Shape, model_shape
 from ablate.stages.update import Learner, UpdateConfig
@@ -161,6 +162,5 @@ def _default_engine(name: str, device: str, precision: str) -> EngineFactory:
         if precision == "bf16":  # the sampler in the precision the trainer computes in
             return lambda model, tok: VLLMEngine(model, tok, dtype="bfloat16")
         return VLLMEngine
-    from ablate.rollout.hf import HFEngine
 
     return lambda model, tok: HFEngine(model, tok, device=device)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import socket
+import uuid
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
@@ -25,7 +26,6 @@ TTL = 60.0
 
 def owner_id() -> str:
     """host:pid:nonce — the nonce tells two leases of one (reused) pid apart."""
-    import uuid
 
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 

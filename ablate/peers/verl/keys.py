@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ablate.base.errors import ConfigError
 from ablate.peers.model import PeerBudget, exact
 
 A = "actor_rollout_ref.actor."
@@ -16,7 +17,6 @@ RS_FLOOR = "1e-10"  # below verl's smallest IS weight e^-20: an IcePop floor tha
 
 
 def mini_batch(a, b: PeerBudget) -> int:
-    from ablate.base.errors import ConfigError
 
     if b.prompts % a.minibatches:
         raise ConfigError(

@@ -5,6 +5,8 @@ apart from the empirical claims and never among their verdicts.
 
 from __future__ import annotations
 
+from ablate.factors.objective import AGGREGATIONS
+from ablate.factors.presets import baseline
 from ablate.report.claims.rules import FAILS, HOLDS, Claim
 from ablate.report.data.load import StudyData
 
@@ -13,8 +15,6 @@ def token_weights(loss_agg: str, norm: int | None, long: int, short: int) -> tup
     """d(aggregated loss)/d(per-token loss) on a token of a long and of a short completion in
     one batch: the weight each aggregation gives a token of each length."""
     import torch
-
-    from ablate.factors.objective import AGGREGATIONS
 
     width = max(long, short)
     mask = torch.zeros(2, width)
@@ -29,7 +29,6 @@ def claim_length_norm_downweights_long_tokens(data: StudyData) -> Claim:
     gives a token of a long completion less weight than one of a short completion; Dr. GRPO's
     constant weights both alike. Analytic: read off the gradient of each preset's loss
     aggregation at the study's generation budget, no training."""
-    from ablate.factors.presets import baseline
 
     budget = data.max_new_tokens or 80
     long, short = max(2, int(0.75 * budget)), max(1, int(0.375 * budget))

@@ -32,7 +32,7 @@ import pandas as pd
 
 from ablate import tracking
 from ablate.base.errors import AblateError
-from ablate.factors.algorithms import Algorithm
+from ablate.factors.algorithms import RENAMED, Algorithm
 from ablate.factors.eval_spec import CurveSpec
 from ablate.study.identity import identified_trials
 from ablate.study.study import Study
@@ -102,7 +102,6 @@ def _is_nan(value: object) -> bool:
 
 
 def _algorithm_from(values: dict) -> Algorithm:
-    from ablate.factors.algorithms import RENAMED
 
     names = {f.name for f in dataclasses.fields(Algorithm)} | set(RENAMED)
     clean = {k: (v.item() if hasattr(v, "item") else v) for k, v in values.items() if k in names}

@@ -9,6 +9,7 @@ clipped to the measure's range; no band below 3 seeds) per arm × base model × 
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 
@@ -198,7 +199,6 @@ def write_figures(data: StudyData, folder: Path, axis: str | None = None) -> lis
     """Every figure that has data, as `<name>.png` and `<name>.pdf`; returns the PNG paths, the
     lead figures first. `axis`: the learning curves' x axis (a key of `multiples.AXES`; default
     the compute curves' axis, else the step)."""
-    import warnings
 
     warnings.filterwarnings("ignore", "Mean of empty slice", RuntimeWarning)  # cells with no run
     plt = _plt()

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import pandas as pd
 from scipy import stats as sps
+from scipy.stats import norm
 
 from ablate.report.data.load import StudyData
 from ablate.report.data.memo import per_study
@@ -303,7 +304,6 @@ def template_contrasts(passk: pd.DataFrame, k: int = 1) -> pd.DataFrame:
     """Per model, each template against the model's first template: Δ pass@k, a normal CI from
     the two reported CIs (treated as independent: conservative for shared problems), p-value and
     its Holm adjustment across all contrasts."""
-    from scipy.stats import norm
 
     rows = []
     p = passk[passk["k"] == k]

@@ -19,11 +19,14 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ablate import tracking
 from ablate.base.errors import ConfigError, StudyError
+from ablate.report.data.load import load_samples
 from ablate.report.stats import design
 from ablate.report.stats.design import Components, Cost, Design
 from ablate.report.stats.inference import ALPHA, MIN_SEEDS
 from ablate.study.study import Study
+from ablate.tasks import get_task
 
 # Defaults without a pilot. Components of one contrast (arm − reference) on pass@1:
 #: per-seed SD of an arm's final pass@1, pooled over arms (issue 28: `make demo`, 64 problems ×
@@ -65,7 +68,6 @@ class Pilot:
 
 
 def _finished_runs(results: Path, study_name: str, tracking_uri: str | None):
-    from ablate import tracking
 
     store = tracking.open_store(tracking_uri or tracking.default_uri(results))
     if not store.exists():
@@ -83,7 +85,6 @@ def _finished_runs(results: Path, study_name: str, tracking_uri: str | None):
 
 def load_pilot(results: str | Path, study_name: str, tracking_uri: str | None = None) -> Pilot:
     """The pilot `study_name` in results folder `results` (or store `tracking_uri`)."""
-    from ablate.report.data.load import load_samples
 
     store, table = _finished_runs(Path(results), study_name, tracking_uri)
     runs = table.runs.reset_index(drop=True)
@@ -218,7 +219,6 @@ def pilot_cost(pilot: Pilot, study: Study, workers: int = 1) -> Cost:
 
 
 def eval_split_size(study: Study) -> int:
-    from ablate.tasks import get_task
 
     return len(get_task(study.task, **dict(study.task_options)).problems("eval"))
 
