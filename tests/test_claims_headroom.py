@@ -118,7 +118,7 @@ def test_a_uniform_improvement_does_not_support_it_on_the_headroom_scale():
 
 def test_only_complete_seeds_count_and_5_of_them_cannot_support_it():
     c = judged(claim6(study(sharpened, arms=RL, skip={("dr_grpo", 5)})))
-    assert c.n == 5 and "seeds [5] left out: not every arm complete" in c.note
+    assert c.n == 5 and "seeds [5] left out: not every arm completed them" in c.note
     assert rules.verdict_text(c) == "not testable at 5 seeds" and c.p_holm < 0.05
 
 

@@ -142,20 +142,28 @@ def claim_rl_raises_pass_at_1_more_than_pass_at_k(data: StudyData) -> rules.Clai
         )
         return rules.untested(base, why, rules.NOT_TESTABLE)
     base = replace(base, statistic=base.statistic.replace("pass@k", f"pass@{k}"))
-    note = _left_out(data, set(done["arm"]), chosen)
-    return _tested(base, data, done[done["arm"].isin(chosen)], chosen, k, note)
+    t = data.trials
+    planned = t[(t["model"] == model) & (t["template"] == template) & t["arm"].isin(chosen)]
+    left = sorted(set(planned["seed"]))  # every seed an RL arm was to run here
+    note = _left_out(
+        data, set(t[(t["model"] == model) & (t["template"] == template)]["arm"]), chosen
+    )
+    return _tested(base, data, done[done["arm"].isin(chosen)], chosen, k, (note, left))
 
 
-def _tested(base: rules.Claim, data: StudyData, done, chosen: list[str], k: int, note: str):
-    """Claim 6 on `done`, the chosen arms' complete trials of the cell, at k."""
+def _tested(base: rules.Claim, data: StudyData, done, chosen: list[str], k: int, context):
+    """Claim 6 on `done`, the chosen arms' complete trials of the cell, at k; `context`: the
+    note so far and the seeds the arms were to run."""
+    note, planned = context
     names = ", ".join(chosen)
     tables = _per_trial(data, done["trial_id"], k)
     if any(not len(t) for t in tables.values()):
         why = "needs each trial's step-0 (base) and final per-problem eval (EvalSpec(at_start))"
         return rules.untested(base, why, arms=names)
     seeds = _complete_seeds(done, tables, chosen)
-    if left := sorted(set(done["seed"]) - set(seeds)):
-        note = "; ".join(filter(None, [note, f"seeds {left} left out: not every arm complete"]))
+    if left := sorted(set(planned) - set(seeds)):
+        why = f"seeds {left} left out: not every arm completed them"
+        note = "; ".join(filter(None, [note, why]))
     if not seeds:
         return rules.untested(base, note, rules.NOT_TESTABLE, arms=names)
     mats = _matrices(done, tables, chosen, seeds)
