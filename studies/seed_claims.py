@@ -7,7 +7,7 @@ needs, 3 seeds.
   incorrect answers over training.
 - Claim 2, clip-higher keeps entropy up (Yu et al. 2025, DAPO §3.1): with off-policy pressure
   (2 epochs x 4 mini-batches) the upper clip must bind on a few % of tokens
-  (`claims.rules.CLIP_BINDS_MIN`) before the arms can differ; on-policy, the ratio is 1 and no
+  (`claims.arms.CLIP_BINDS_MIN`) before the arms can differ; on-policy, the ratio is 1 and no
   clip binds.
 - Claim 3, GSPO (Zheng et al. 2025, §3): token- vs sequence-ratio variance against completion
   length.

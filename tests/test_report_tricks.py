@@ -46,7 +46,7 @@ def load(name: str):
 FINDINGS = [f for name in TRICKS for f in load(name).findings]
 
 
-def _study(effects: dict[str, float], model="rl_ready", seeds=5, noise=0.01, seed=0, binds=0.02):
+def _study(effects: dict[str, float], model="rl_ready", seeds=6, noise=0.01, seed=0, binds=0.02):
     """Final pass@1 = 0.5 + seed effect + arm effect + noise; the upper clip binds on `binds`
     of tokens in grpo4 (twice that in the other arms), logged per step; margin 0.03."""
     rng = np.random.default_rng(seed)
@@ -77,7 +77,7 @@ def test_a_clear_effect_in_the_papers_direction_is_supported_and_mechanism_is_re
     data = _study({"no_std": 0.1})
     claims = tricks_claims({"tricks_or_traps": data})
     c = _claim(claims, "std_easy")
-    assert c.verdict == rules.SUPPORTED and c.n == 5
+    assert c.verdict == rules.SUPPORTED and c.n == 6
     assert c.value == pytest.approx(0.1, abs=0.03) and c.low < c.value < c.high
     assert c.p_holm >= c.p_value  # Holm over all the directional findings tested
     assert "policy/grad_norm: 1 vs 1" in c.note
@@ -183,41 +183,50 @@ EFFECTS = {
 #: under ACTS_MIN = 1%; they were "contradicted" and "supported"), so the Holm family is 9
 #: directional findings, not 11 (smaller adjusted p's); token_agg_base, batch_std_hard and
 #: lite_ppo_vs_dapo are "equivalent within ±0.03" (their 90% intervals lie inside the studies'
-#: declared margin; they were "inconclusive"); batch_std_easy stays "contradicted" because its
-#: whole interval lies below −0.03.
+#: declared margin; they were "inconclusive"). Issue 42: every supported or contradicted finding
+#: here is "not testable at 5 seeds" (these in-memory studies have 5 seeds, as the studies
+#: declare, and no per-problem records, so each is read seed-level, and says so): the t test
+#: decides, but the exact sign-flip test of 5 per-seed differences cannot go below 2/2^5 =
+#: 0.0625, 0.688 after Holm over the 11 tested directional findings (its own column).
 IDLE = (
     "the upper clip binds on 0.40% of tokens (the larger of clip_higher and grpo4): under 1%, "
     "the factor barely acts here"
 )
+FLOOR = "the exact test's smallest p at 5 seeds is 2/2^5 = 0.0625 (0.688 after Holm)"
+SUPPORTED = f"the t test alone would say supported, but {FLOOR}"
+CONTRADICTED = f"the t test alone would say contradicted, but {FLOOR}"
+FEW = "not testable at 5 seeds"
+EVAL = "seed-level (no per-problem eval records: given these problems)"
+TRAINING = "seed-level (a training metric, no problem dimension)"
 AFTER = [
-    ("std_easy", "+0.085 [+0.076, +0.094]", 5, "0.000129", "0.03", "supported",
-     "policy/grad_norm: 1.099 vs 1.002"),
-    ("std_hard", "-0.071 [-0.081, -0.061]", 5, "0.00038", "0.03", "supported",
-     "policy/grad_norm: 1.131 vs 0.9945"),
-    ("batch_std_easy", "-0.048 [-0.064, -0.031]", 5, "0.00956", "0.03", "contradicted",
-     "policy/grad_norm: 1.187 vs 1.002"),
-    ("batch_std_hard", "+0.001 [-0.011, +0.013]", 5, "1", "0.03", "equivalent within ±0.03",
-     "policy/grad_norm: 1.197 vs 0.9945"),
-    ("clip_higher_aligned", "—", 0, "—", "0.03", "not testable at this setting",
-     f"policy/clip_frac_high: 0.003988 vs 0.0009707; {IDLE}"),
-    ("clip_higher_base", "—", 0, "—", "0.03", "not testable at this setting",
-     f"policy/clip_frac_high: 0.003978 vs 0.001013; {IDLE}"),
-    ("token_agg_base", "-0.004 [-0.017, +0.010]", 5, "1", "0.03", "equivalent within ±0.03",
-     "length/incorrect_mean: 41 vs 29.97"),
-    ("token_agg_aligned", "-0.061 [-0.072, -0.050]", 5, "0.000827", "0.03", "supported",
-     "length/incorrect_mean: 41.06 vs 30.01"),
-    ("overlong_short", "+0.030 [+0.014, +0.046]", 5, "0.0346", "0.03", "supported",
-     "length/truncation_rate: 0.2092 vs 0.1987"),
-    ("overlong_long", "—", 0, "—", "0.03", "not tested",
-     "study tricks_or_traps_long has no results"),
-    ("lite_ppo_vs_grpo", "+0.026 [+0.009, +0.042]", 5, "0.0529", "0.03", "inconclusive",
-     "policy/entropy: 0.1503 vs 0.09952"),
-    ("lite_ppo_vs_dapo", "+0.008 [-0.018, +0.034]", 5, "1", "0.03", "equivalent within ±0.03",
-     "policy/entropy: 0.1503 vs 0.1602"),
-    ("lite_ppo_vs_grpo_hard", "+0.028 [+0.017, +0.038]", 5, "0.0106", "0.03", "supported",
-     "policy/entropy: 0.1296 vs 0.1002"),
-    ("length_bias", "-3.328 [-3.574, -3.082]", 5, "3.29e-05", "–", "contradicted",
-     "length/self_check_rate_incorrect: 0.2005 vs 0.2126"),
+    ("std_easy", "+0.085 [+0.076, +0.094]", 5, "0.000129", "0.688", "0.03", FEW,
+     f"policy/grad_norm: 1.099 vs 1.002; {SUPPORTED}", EVAL),
+    ("std_hard", "-0.071 [-0.081, -0.061]", 5, "0.00038", "0.688", "0.03", FEW,
+     f"policy/grad_norm: 1.131 vs 0.9945; {SUPPORTED}", EVAL),
+    ("batch_std_easy", "-0.048 [-0.064, -0.031]", 5, "0.00956", "0.688", "0.03", FEW,
+     f"policy/grad_norm: 1.187 vs 1.002; {CONTRADICTED}", EVAL),
+    ("batch_std_hard", "+0.001 [-0.011, +0.013]", 5, "1", "1", "0.03", "equivalent within ±0.03",
+     "policy/grad_norm: 1.197 vs 0.9945", EVAL),
+    ("clip_higher_aligned", "—", 0, "—", "—", "0.03", "not testable at this setting",
+     f"policy/clip_frac_high: 0.003988 vs 0.0009707; {IDLE}", "–"),
+    ("clip_higher_base", "—", 0, "—", "—", "0.03", "not testable at this setting",
+     f"policy/clip_frac_high: 0.003978 vs 0.001013; {IDLE}", "–"),
+    ("token_agg_base", "-0.004 [-0.017, +0.010]", 5, "1", "1", "0.03", "equivalent within ±0.03",
+     "length/incorrect_mean: 41 vs 29.97", EVAL),
+    ("token_agg_aligned", "-0.061 [-0.072, -0.050]", 5, "0.000827", "0.688", "0.03", FEW,
+     f"length/incorrect_mean: 41.06 vs 30.01; {SUPPORTED}", EVAL),
+    ("overlong_short", "+0.030 [+0.014, +0.046]", 5, "0.0346", "0.688", "0.03", FEW,
+     f"length/truncation_rate: 0.2092 vs 0.1987; {SUPPORTED}", EVAL),
+    ("overlong_long", "—", 0, "—", "—", "0.03", "not tested",
+     "study tricks_or_traps_long has no results", "–"),
+    ("lite_ppo_vs_grpo", "+0.026 [+0.009, +0.042]", 5, "0.0529", "0.688", "0.03", "inconclusive",
+     "policy/entropy: 0.1503 vs 0.09952", EVAL),
+    ("lite_ppo_vs_dapo", "+0.008 [-0.018, +0.034]", 5, "1", "1", "0.03", "equivalent within ±0.03",
+     "policy/entropy: 0.1503 vs 0.1602", EVAL),
+    ("lite_ppo_vs_grpo_hard", "+0.028 [+0.017, +0.038]", 5, "0.0106", "0.688", "0.03", FEW,
+     f"policy/entropy: 0.1296 vs 0.1002; {SUPPORTED}", EVAL),
+    ("length_bias", "-3.328 [-3.574, -3.082]", 5, "3.29e-05", "0.688", "–", FEW,
+     f"length/self_check_rate_incorrect: 0.2005 vs 0.2126; {CONTRADICTED}", TRAINING),
 ]  # fmt: skip
 
 
@@ -262,9 +271,11 @@ def test_the_findings_table_is_the_one_tricks_report_wrote_under_the_new_verdict
         "Δ [95% CI]",
         "seeds",
         "p (Holm)",
+        "p exact (Holm)",
         "margin ±",
         "verdict",
         "mechanism (arm vs reference)",
+        "reading",
     ]
     got = {r["finding"]: tuple(r[c] for c in table.columns[3:]) for r in table.rows}
     assert got == {row[0]: row[1:] for row in AFTER}
@@ -283,7 +294,7 @@ def test_a_reproduction_writes_its_claims_table_and_page_beside_the_study_report
     folder = write_reproduction(FINDINGS, studies, tmp_path)
     csv = pd.read_csv(folder / "tables" / "claims.csv").set_index("finding")
     assert list(csv.index) == [f.id for f in FINDINGS]
-    assert csv.loc["std_easy", "verdict"] == "supported"
+    assert csv.loc["std_easy", "verdict"] == "not testable at 5 seeds"
     for name in ("overlong_short", "overlong_long"):
         assert (
             csv.loc[name, "verdict"] == "not tested"

@@ -35,7 +35,7 @@ def _check(args: argparse.Namespace) -> None:
             f"--base-pass is a pass rate strictly between 0 and 1; got {args.base_pass}"
         )
     if args.studies is None:
-        args.studies = TASK_STUDIES if args.task_level else STUDIES
+        args.studies = TASK_STUDIES if args.task_level or args.claims else STUDIES
     if args.studies < 10:
         raise ConfigError(f"--studies must be at least 10 to estimate a rate; got {args.studies}")
     if min(args.problems, args.samples) < 1:
@@ -84,6 +84,13 @@ def parser() -> argparse.ArgumentParser:
         help="calibrate the task-level (seeds × problems) inference on studies with fresh "
         "problems instead: τ × J × n grid and scenarios (--problems, --samples and --arms unused)",
     )
+    add(
+        "--claims",
+        action="store_true",
+        help="calibrate the claims and a paper's findings (the verdict rule, the crossed "
+        "task-level contrast and the exact test) on studies with fresh problems, beside the old "
+        "per-seed rule, and claim 6 (--arms and --problems unused)",
+    )
     return p
 
 
@@ -97,6 +104,8 @@ def main(argv: list[str] | None = None) -> int:
     arm_counts = _counts(args.arms, "--arms", 2, "a reference arm and at least one other")
     if args.task_level:
         return _task_level(args, ns)
+    if args.claims:
+        return _claims(args, ns)
     model = StudyModel(problems=args.problems, samples=args.samples, **_shared_settings(args))
     start = time.perf_counter()
     table = calibration.calibrate(model, ns, arm_counts, args.studies, args.seed)
@@ -135,5 +144,27 @@ def _task_level(args: argparse.Namespace, seeds: tuple[int, ...]) -> int:
     print()
     print(tc.LEGEND)
     print(textwrap.fill(tc.describe(base, args.studies), 100))
+    print(f"({time.perf_counter() - start:.1f} s)")
+    return 0
+
+
+def _claims(args: argparse.Namespace, seeds: tuple[int, ...]) -> int:
+    from devtools.calibration import claims_calibration as cc
+    from devtools.calibration import claims_claim6 as c6
+    from devtools.calibration import task_calibration as tc
+    from devtools.calibration.task_level import TaskModel
+
+    base = TaskModel(samples=args.samples, **_shared_settings(args))
+    start = time.perf_counter()
+    rows = cc.run_cases(cc.grid_cases(base, seeds), args.studies, args.seed)
+    print(cc.format_rows(rows, ("τ", "J", "n")))
+    print()
+    print(cc.LEGEND)
+    print(textwrap.fill(tc.describe(base, args.studies, cc.MARGIN), 100))
+    print()
+    six = c6.run(c6.cases(base, seeds=tuple(n for n in seeds if n >= 5) or seeds), args.studies)
+    print(cc.format_rows(six, c6.HEADERS, c6.COLUMNS))
+    print()
+    print(c6.LEGEND)
     print(f"({time.perf_counter() - start:.1f} s)")
     return 0

@@ -1,56 +1,53 @@
 """The claims' shared rule, for the tutorial's claims and a paper's findings alike: the `Claim`
-record, the verdict rule, Holm over the claims, and how arms and seeds are chosen (pairs
-differing in the claim's factors only; the seed as the unit).
+record, the verdict rule and Holm over the claims (how arms are chosen: `claims.arms`).
+
+One estimand (statistics.md §6): a claim whose measure is an eval pass rate is read about the
+task, through the headline's crossed seeds × problems contrast (`claims.estimand`: the same
+interval, 90% TOST interval and degrees of freedom as `contrasts.task_contrast`); a measure with
+no problem dimension (a training metric) is read over seeds and says so (`Claim.reading`).
 
 Verdicts (statistics.md §5.3), one vocabulary for every empirical claim:
 - "supported": a difference in the predicted direction (either direction for a claim that
-  predicts only a change): Holm-adjusted p < 0.05 over the report's directional claims.
+  predicts only a change): Holm-adjusted p < 0.05 over the report's directional claims, and,
+  with at most EXACT_SEEDS_MAX seeds, the exact sign-flip test of the per-seed differences
+  Holm-adjusted the same way below 0.05 too (the t alone leans on the normality of a few numbers).
 - "equivalent within ±δ": the 90% interval lies inside ±δ (TOST at alpha 0.05), δ the margin
   declared before the results (`StudyData.margin`, or a finding's own) and printed with the
   verdict. For a claim of no effect (`null`) this is the claim holding; for a directional claim it
   says the predicted effect, if any, is smaller than δ. A directional claim that is both
   significant and inside ±δ is a small, real difference: "supported", noted as smaller than δ.
 - "contradicted": only when the 95% interval lies beyond the margin on the side opposite to the
-  prediction (a claim of no effect: beyond ±δ on either side); for a directional claim also
-  significant after Holm. Without a margin (a claim on a scale the study declares none for) the
-  boundary is 0. A difference opposite to the prediction but not beyond the margin is
-  "inconclusive", and says so.
-- "inconclusive": none of these.
+  prediction (a claim of no effect: beyond ±δ on either side, the exact test of Δ = ±δ agreeing);
+  for a directional claim also significant after Holm, by both tests. Without a margin (a claim on
+  a scale the study declares none for) the boundary is 0. A difference opposite to the prediction
+  but not beyond the margin is "inconclusive", and says so.
+- "inconclusive": none of these, or the t test and the exact test disagree on data that could
+  have convinced both.
 - "not testable at this setting": the data cannot decide it however it came out: too few seeds,
-  no variance at all, a factor that barely acts in the run (`ACTS_MIN`), a permutation test whose
-  smallest possible p is above alpha. "not tested": the study lacks the arms or data.
+  no variance at all, a factor that barely acts in the run (`arms.ACTS_MIN`), a permutation test
+  whose smallest possible p is above alpha. "not testable at n seeds": the t test decides, but
+  the exact test sits at its smallest possible p, 2/2^n (0.0625 at 5 seeds), and that is not
+  below alpha after Holm: more extreme data could not have convinced it. "not tested": the
+  study lacks the arms or data.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pandas as pd
 
-from ablate.factors import confounds
+from ablate.report.claims.arms import main_cell
 from ablate.report.data.load import StudyData
 from ablate.report.stats import inference
 from ablate.report.stats import measures as m
 from ablate.report.stats.crossed import EQUIVALENCE_CONFIDENCE
 
 ALPHA = inference.ALPHA
-#: A factor that changes under 1% of the units it acts on (the upper clip binding on < 1% of
-#: tokens, < 1% of samples truncated for overlong filtering) leaves the two arms nearly the same
-#: run under common random numbers: "equivalent" would follow by construction and a difference
-#: could not be seen, so the claim is "not testable at this setting" (statistics.md §5.3).
-ACTS_MIN = 0.01
-CLIP_BINDS_MIN = ACTS_MIN  # claim 2's name for it
-#: Fields whose effect depends on an event in the run, with the logged metric that counts the
-#: event (a fraction of tokens or samples) and how a note says it.
-FACTOR_ACTIVITY = {
-    "clip_high": ("policy/clip_frac_high", "the upper clip binds on {:.2%} of tokens"),
-    "mask_truncated": ("length/truncation_rate", "{:.2%} of samples are truncated"),
-}
 NO_SIGNAL_PASS_AT_G = 0.05  # base Pass@G below this: "no signal to amplify"
-CEILING = 0.95  # claim 6: a base pass@k this high leaves pass@k no room to gain
 EXACT_PERMUTATIONS_MAX = 8  # cells; above, a seeded Monte Carlo sample of permutations
 SUPPORTED, CONTRADICTED, INCONCLUSIVE = "supported", "contradicted", "inconclusive"
 EQUIVALENT = "equivalent"  # printed "equivalent within ±δ" (`verdict_text`)
@@ -58,6 +55,10 @@ DECIDED = (SUPPORTED, EQUIVALENT, CONTRADICTED)
 NOT_TESTED, NOT_TESTABLE = "not tested", "not testable at this setting"
 HOLDS, FAILS = "holds by construction", "does not hold"
 NAN = float("nan")
+#: Up to this many seeds a verdict needs the exact sign-flip test to agree with the t test
+#: (2^10 sign patterns; beyond, the t's normal approximation over seeds is trusted alone).
+EXACT_SEEDS_MAX = 10
+SEED_LEVEL = "seed-level"  # `Claim.reading` of a measure with no problem dimension
 
 
 @dataclass(frozen=True)
@@ -81,13 +82,34 @@ class Claim:
     low90: float = NAN  # the 90% interval: TOST against the margin
     high90: float = NAN
     family: tuple[float, ...] = ()  # raw p of every contrast the claim stands for (claim 5)
+    p_exact: float = NAN  # exact sign-flip p of the per-seed differences (n <= EXACT_SEEDS_MAX)
+    p_exact_holm: float = NAN  # the same, Holm-adjusted over the same family as p_holm
+    reading: str = ""  # what the interval is about: the task (seeds × problems) or seed-level
+    seed_values: tuple[float, ...] = field(default=(), repr=False)  # per-seed differences
+    few_seeds: bool = False  # not testable at this number of seeds (`verdict_text` says so)
 
 
 def verdict_text(c: Claim) -> str:
     """The verdict as printed: an equivalence names its margin."""
     if c.verdict == EQUIVALENT and c.margin is not None:
         return f"equivalent within ±{c.margin:g}"
+    if c.verdict == NOT_TESTABLE and c.few_seeds:
+        return f"not testable at {c.n} seeds"
     return c.verdict
+
+
+def exact_p(diffs: np.ndarray | Sequence[float]) -> float:
+    """Two-sided exact sign-flip p of mean = 0 over per-seed differences [n]; NaN outside
+    MIN_SEEDS..EXACT_SEEDS_MAX seeds (below: no test; above: the t alone)."""
+    d = np.asarray(diffs, dtype=float)
+    if not inference.MIN_SEEDS <= len(d) <= EXACT_SEEDS_MAX:
+        return NAN
+    return float(inference.sign_flip_p(d))
+
+
+def exact_floor(n: int) -> float:
+    """The smallest two-sided p of the exact sign-flip test over n seeds: 2 / 2^n."""
+    return 2.0 / 2**n
 
 
 def _beyond(low: float, high: float, side: int, margin: float) -> bool:
@@ -133,12 +155,26 @@ def _with_note(c: Claim, note: str) -> str:
     return "; ".join(filter(None, [c.note, note]))
 
 
-def tested(base: Claim, est: inference.Estimate, p: float, **kw) -> Claim:
-    """`base` filled with an estimate, its 90% interval and its raw p (its verdict comes after
-    Holm); "not testable" below MIN_SEEDS seeds or when the differences do not vary at all."""
-    half90 = float(inference.t_half_width(est.std, est.n, EQUIVALENCE_CONFIDENCE))
+def tested(
+    base: Claim,
+    est: inference.Estimate,
+    p: float,
+    *,
+    seed_values: np.ndarray | Sequence[float] = (),
+    interval90: tuple[float, float] | None = None,
+    **kw,
+) -> Claim:
+    """`base` filled with an estimate, its 90% interval (given, else the t over seeds) and its
+    raw p, beside the exact sign-flip p of `seed_values`, the per-seed differences (its verdict
+    comes after Holm); "not testable" below MIN_SEEDS seeds or when nothing varies at all."""
+    if interval90 is None:
+        half90 = float(inference.t_half_width(est.std, est.n, EQUIVALENCE_CONFIDENCE))
+        interval90 = (est.value - half90, est.value + half90)
+    seeds = tuple(float(v) for v in np.round(np.asarray(seed_values, dtype=float), 12))
+    exact = exact_p(seeds) if math.isfinite(p) else NAN
     out = replace(base, value=est.value, low=est.low, high=est.high, n=est.n, p_value=p, **kw)
-    out = replace(out, low90=est.value - half90, high90=est.value + half90)
+    out = replace(out, low90=interval90[0], high90=interval90[1], p_exact=exact)
+    out = replace(out, seed_values=seeds)
     if est.n < inference.MIN_SEEDS:
         why = f"n={est.n}: too few seeds for a test (needs {inference.MIN_SEEDS})"
         return replace(out, verdict=NOT_TESTABLE, note=_with_note(out, why))
@@ -162,91 +198,25 @@ def untested(base: Claim, note: str, verdict_: str = NOT_TESTED, **kw) -> Claim:
     return replace(base, verdict=verdict_, note=note, **kw)
 
 
-# --- arms ------------------------------------------------------------------------------------
-def main_cell(data: StudyData) -> tuple[str, str]:
-    """The (model, template) with the most complete trials: where the arms are compared."""
-    done = data.complete()
-    if not len(done):
-        if not len(data.trials):
-            return "", ""
-        first = data.trials.iloc[0]
-        return first["model"], first["template"]
-    return tuple(done.groupby(["model", "template"]).size().idxmax())
+def seed_reading(why: str = "a training metric, no problem dimension") -> str:
+    return f"{SEED_LEVEL} ({why})"
 
 
-def arms_where(data: StudyData, test) -> list[str]:
-    """Compared arms with a complete trial in the main cell whose algorithm passes `test`."""
-    model, template = main_cell(data)
-    done = data.complete()
-    done = set(done[(done["model"] == model) & (done["template"] == template)]["arm"])
-    return [a for a in data.compared_arms if a in done and test(data.algorithm(a))]
-
-
-def exact_pair(
-    data: StudyData, first: list[str], second: list[str], factors: set[str]
-) -> tuple[tuple[str, str] | None, str]:
-    """A pair (a, b) that differs in the claim's factors only (the reference arm preferred),
-    or None with the reason: the extra fields of the least confounded pair."""
-    pairs = [(a, b) for a in first for b in second if a != b]
-    if not pairs:
-        return None, ""
-
-    def extra(pair: tuple[str, str]) -> list[str]:
-        diff = confounds.differing_fields(data.algorithm(pair[0]), data.algorithm(pair[1]))
-        return [f for f in diff if f not in factors]
-
-    ref = data.reference_arm
-    ranked = sorted(pairs, key=lambda p: (len(extra(p)), ref not in p))
-    best = ranked[0]
-    if extra(best):
-        also = ", ".join(extra(best))
-        return None, f"the closest pair ({best[0]}, {best[1]}) also differs in {also}"
-    return best, ""
-
-
-def activity(data: StudyData, metric: str, arms: Sequence[str], model: str, template: str) -> float:
-    """How often the event `metric` counts happens (mean over all steps, then seeds), the larger
-    over `arms`: the share of tokens or samples a factor acting on it can change. NaN when
-    neither arm logs it."""
-    per_trial = m.window_mean(data.history, metric, 0.0, 1.0)
-    means = [m.by_seed(data, per_trial, a, model, template).dropna() for a in arms]
-    return max((float(s.mean()) for s in means if len(s)), default=NAN)
-
-
-def inactive_factor(data: StudyData, arm: str, ref: str, model: str, template: str) -> str:
-    """Why the pair cannot test its factor at this setting, or "": the two arms differ only in
-    fields that act on an event (`FACTOR_ACTIVITY`) and that event happens on fewer than
-    ACTS_MIN of its tokens or samples in both arms. A field that acts unconditionally, or an
-    event neither arm logs, leaves the pair testable."""
-    known = set(data.algorithms) | set(data.trials["arm"])
-    if not {arm, ref} <= known:
-        return ""
-    fields = confounds.differing_fields(data.algorithm(arm), data.algorithm(ref))
-    if not fields or not set(fields) <= set(FACTOR_ACTIVITY):
-        return ""
-    notes = []
-    for name in fields:
-        metric, words = FACTOR_ACTIVITY[name]
-        rate = activity(data, metric, (arm, ref), model, template)
-        if not rate < ACTS_MIN:  # NaN (not logged) included: cannot tell, so it is tested
-            return ""
-        notes.append(words.format(rate))
-    return (
-        f"{' and '.join(notes)} (the larger of {arm} and {ref}): under {ACTS_MIN:.0%}, the "
-        f"factor barely acts here"
-    )
-
-
-def paired(data: StudyData, values: pd.Series, arm: str, ref: str) -> inference.Contrast:
-    model, template = main_cell(data)
-    a = m.by_seed(data, values, arm, model, template)
-    b = m.by_seed(data, values, ref, model, template)
-    return inference.paired_contrast(*m.matched(a, b))
+def seed_claim(base: Claim, arm: np.ndarray, ref: np.ndarray, why: str = "", **kw) -> Claim:
+    """A claim on matched per-seed values [n] (NaN pairs dropped): paired t over seeds, the
+    exact sign-flip test beside it; the reading says it is seed-level, and why."""
+    a, r = np.asarray(arm, dtype=float), np.asarray(ref, dtype=float)
+    keep = ~(np.isnan(a) | np.isnan(r))
+    c = inference.paired_contrast(a[keep], r[keep])
+    reading = seed_reading(why) if why else seed_reading()
+    return tested(base, c.diff, c.p_value, seed_values=a[keep] - r[keep], reading=reading, **kw)
 
 
 def pair_claim(base: Claim, data: StudyData, values: pd.Series, pair, note: str = "") -> Claim:
-    c = paired(data, values, *pair)
-    return tested(base, c.diff, c.p_value, arms=f"{pair[0]} vs {pair[1]}", note=note)
+    """arm − reference on a training metric per trial, paired by seed in the main cell."""
+    model, template = main_cell(data)
+    a, b = (m.by_seed(data, values, arm, model, template) for arm in pair)
+    return seed_claim(base, *m.matched(a, b), arms=f"{pair[0]} vs {pair[1]}", note=note)
 
 
 def seed_means(data: StudyData, per_trial: pd.Series) -> np.ndarray:
@@ -258,24 +228,66 @@ def seed_means(data: StudyData, per_trial: pd.Series) -> np.ndarray:
 
 def one_sample(base: Claim, values: np.ndarray, **kw) -> Claim:
     values = np.round(values, 12)  # differences of equal floats are 0, not rounding noise
-    c = inference.paired_contrast(values, np.zeros_like(values))
-    return tested(base, c.diff, c.p_value, **kw)
+    return seed_claim(base, values, np.zeros_like(values), **kw)
+
+
+def _own_holm(out: list[Claim], pending: list[int], p_of) -> dict[int, float]:
+    """Holm once over every pending claim's contrasts (`p_of(claim)`: its raw p's); each claim
+    takes the smallest adjusted p of its own."""
+    members = [(i, p) for i in pending for p in p_of(out[i])]
+    adjusted = inference.holm([p for _, p in members])
+    own = {i: [q for (j, _), q in zip(members, adjusted, strict=True) if j == i] for i in pending}
+    return {i: float(np.nanmin(q)) if np.isfinite(q).any() else NAN for i, q in own.items()}
+
+
+def _exact_members(c: Claim) -> tuple[float, ...]:
+    """A claim's entries in the exact family: its exact p, else its own p (no exact test)."""
+    return c.family or ((c.p_exact if math.isfinite(c.p_exact) else c.p_value),)
 
 
 def adjudicate(claims: Sequence[Claim]) -> list[Claim]:
-    """Each tested claim's verdict (`decide`): Holm once over every directional claim's
-    contrasts (a claim standing for several contrasts, claim 5, enters with each of them and
-    takes the smallest adjusted p of its own); a claim of no effect by its intervals against its
-    margin, outside the Holm family."""
+    """Each tested claim's verdict (`decide`, then `confirmed`): Holm once over every directional
+    claim's contrasts (a claim standing for several contrasts, claim 5, enters with each of them
+    and takes the smallest adjusted p of its own), for the t p's and, the same way, for the exact
+    ones; a claim of no effect by its intervals against its margin, outside the Holm family."""
     out = list(claims)
     pending = [i for i, c in enumerate(out) if c.verdict == INCONCLUSIVE and not c.null]
-    members = [(i, p) for i in pending for p in (out[i].family or (out[i].p_value,))]
-    adjusted = inference.holm([p for _, p in members])
+    t_holm = _own_holm(out, pending, lambda c: c.family or (c.p_value,))
+    exact_holm = _own_holm(out, pending, _exact_members)
     for i in pending:
-        own = [q for (j, _), q in zip(members, adjusted, strict=True) if j == i]
-        out[i] = replace(out[i], p_holm=float(np.nanmin(own)) if np.isfinite(own).any() else NAN)
+        exact = exact_holm[i] if math.isfinite(out[i].p_exact) else NAN
+        out[i] = replace(out[i], p_holm=t_holm[i], p_exact_holm=exact)
     for i, c in enumerate(out):
         if c.verdict == INCONCLUSIVE:
             verdict, note = decide(c)
-            out[i] = replace(c, verdict=verdict, note=_with_note(c, note))
+            verdict, note, few = confirmed(c, verdict, note)
+            out[i] = replace(c, verdict=verdict, note=_with_note(c, note), few_seeds=few)
     return out
+
+
+def confirmed(c: Claim, verdict: str, note: str) -> tuple[str, str, bool]:
+    """A supported or contradicted verdict kept only when the exact sign-flip test agrees: of
+    Δ = 0 (Holm-adjusted as the t) for a directional claim, of Δ = ±margin for a claim of no
+    effect beyond its margin. Otherwise equivalent (the 90% interval inside the margin), "not
+    testable at n seeds" (the exact p at its floor 2/2^n: no data could have convinced it) or
+    inconclusive, the reason in the note. (verdict, note, few_seeds)."""
+    if verdict not in (SUPPORTED, CONTRADICTED):
+        return verdict, note, False
+    n = len(c.seed_values)
+    if c.null:  # beyond ±margin: the exact test of the per-seed differences against it
+        raw = adjusted = exact_p(np.asarray(c.seed_values) - np.sign(c.value) * c.margin)
+        what = f"of Δ = {np.sign(c.value) * c.margin:+g}"
+    else:
+        raw, adjusted, what = c.p_exact, c.p_exact_holm, "(Holm)"
+    if not math.isfinite(raw) or adjusted < ALPHA:
+        return verdict, note, False
+    if _inside(c.low90, c.high90, c.margin):
+        why = "inside the margin; the t test finds a difference the exact test does not confirm"
+        return EQUIVALENT, why, False
+    said = f"the t test alone would say {verdict}"
+    floor = exact_floor(n)
+    if raw <= floor * (1 + 1e-9):
+        after = f" ({adjusted:.3g} after Holm)" if adjusted > raw * (1 + 1e-9) else ""
+        why = f"the exact test's smallest p at {n} seeds is 2/2^{n} = {floor:.4g}{after}"
+        return NOT_TESTABLE, f"{said}, but {why}", True
+    return INCONCLUSIVE, f"{said}; the exact sign-flip test {what} gives p = {adjusted:.3g}", False

@@ -179,8 +179,17 @@ def _decided_by(c: Claim) -> str:
         return f"its 90% interval [{_f(c.low90)}, {_f(c.high90)}] lies inside ±{c.margin:g}"
     if c.verdict == CONTRADICTED:
         held = f"Holm p = {c.p_holm:.3g}, " if math.isfinite(c.p_holm) else ""
-        return f"{held}its 95% interval lies beyond {delta} against the claim"
-    return f"Holm p = {c.p_holm:.3g}"
+        return f"{held}its 95% interval lies beyond {delta} against the claim{_exact(c)}"
+    return f"Holm p = {c.p_holm:.3g}{_exact(c)}"
+
+
+def _exact(c: Claim) -> str:
+    """The exact sign-flip test's Holm p beside the t's, where it was required."""
+    return (
+        f", exact sign-flip p (Holm) = {c.p_exact_holm:.3g}"
+        if math.isfinite(c.p_exact_holm)
+        else ""
+    )
 
 
 def claim_sentences(claims: list[Claim]) -> list[str]:

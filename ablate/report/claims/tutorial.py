@@ -4,14 +4,17 @@ statistic, N, p-value and verdict. Each claim keeps its report ID (1b, 2 ... 6; 
 
 Verdict rule (fixed in advance, the same for every empirical claim: `claims.rules`): each
 claim's test gives a two-sided p-value; Holm adjusts them once over the claims tested in the
-study; "supported" when the adjusted p < 0.05 with the estimate in the predicted direction,
-"equivalent within ±δ" when the 90% interval lies inside the study's margin δ (claims on the
-pass@1 scale: 5 and 6; the others' scales have no declared margin), "contradicted" only when the
-interval lies beyond the margin on the opposite side, otherwise "inconclusive". The seed is the
-unit: per-trial values are averaged within a seed before testing, so N counts seeds, never trials.
-A claim whose arms differ in more than the claim's factor(s) is "not tested", naming the extra
-differences; one whose factor barely acts in the run, or whose test cannot reach p < 0.05 at
-all, is "not testable at this setting".
+study; "supported" when the adjusted p < 0.05 with the estimate in the predicted direction and,
+up to 10 seeds, the exact sign-flip test Holm-adjusted the same way agrees ("not testable at n
+seeds" when it cannot: its smallest p at 5 seeds is 0.0625), "equivalent within ±δ" when the 90%
+interval lies inside the study's margin δ (claim 5, on the pass@1 scale; the others' scales have
+no declared margin), "contradicted" only when the interval lies beyond the margin on the opposite
+side, otherwise "inconclusive". The seed is the unit of the training-metric claims (1b, 2, 3:
+per-trial values averaged within a seed, N counts seeds, never trials, read "seed-level"); claim
+6, on eval pass rates, is about the task, seeds × problems (`claims.headroom`). A claim whose
+arms differ in more than the claim's factor(s) is "not tested", naming the extra differences;
+one whose factor barely acts in the run, or whose test cannot reach p < 0.05 at all, is "not
+testable at this setting".
 """
 
 from __future__ import annotations
@@ -24,10 +27,10 @@ import numpy as np
 import pandas as pd
 
 from ablate.report.claims import rules as r
+from ablate.report.claims.arms import ACTS_MIN, activity, arms_where, exact_pair, main_cell
+from ablate.report.claims.headroom import claim_rl_raises_pass_at_1_more_than_pass_at_k
 from ablate.report.claims.rules import (
-    ACTS_MIN,
     ALPHA,
-    CEILING,
     EXACT_PERMUTATIONS_MAX,
     INCONCLUSIVE,
     NAN,
@@ -35,8 +38,6 @@ from ablate.report.claims.rules import (
     NOT_TESTABLE,
     Claim,
     adjudicate,
-    exact_pair,
-    main_cell,
 )
 from ablate.report.data.load import StudyData
 from ablate.report.data.memo import per_study
@@ -55,10 +56,10 @@ def claim_std_norm_lengthens_wrong_answers(data: StudyData) -> Claim:
         statistic="paired Δ (GRPO − Dr. GRPO) of the growth of incorrect-answer length "
         "(last − first quarter of training, tokens)",
     )
-    grpo = r.arms_where(
+    grpo = arms_where(
         data, lambda a: a.scale == "group_std" and a.loss_agg == "seq_mean_token_mean"
     )
-    dr = r.arms_where(data, lambda a: a.scale == "none" and a.loss_agg == "seq_mean_token_sum_norm")
+    dr = arms_where(data, lambda a: a.scale == "none" and a.loss_agg == "seq_mean_token_sum_norm")
     pair, why = exact_pair(data, grpo, dr, {"scale", "loss_agg", "loss_norm_constant"})
     if pair is None:
         return r.untested(base, why or "needs a GRPO-like and a Dr. GRPO-like arm")
@@ -74,13 +75,13 @@ def claim_clip_higher_keeps_entropy(data: StudyData) -> Claim:
         statistic="paired Δ (clip-higher − symmetric) of mean token entropy, last quarter",
     )
     # token-level ratios only: GSPO's sequence-ratio clip range is a different quantity
-    high = r.arms_where(data, lambda a: a.ratio_level == "token" and a.clip_high > a.clip_low)
-    sym = r.arms_where(data, lambda a: a.ratio_level == "token" and a.clip_high == a.clip_low)
+    high = arms_where(data, lambda a: a.ratio_level == "token" and a.clip_high > a.clip_low)
+    sym = arms_where(data, lambda a: a.ratio_level == "token" and a.clip_high == a.clip_low)
     pair, why = exact_pair(data, high, sym, {"clip_high", "clip_low"})
     if pair is None:
         return r.untested(base, why or "needs a clip-higher and a symmetric-clip arm")
     arms = f"{pair[0]} vs {pair[1]}"
-    binds = r.activity(data, "policy/clip_frac_high", pair, *main_cell(data))
+    binds = activity(data, "policy/clip_frac_high", pair, *main_cell(data))
     note = f"upper clip binds on {binds:.2%} of tokens (the larger of {pair[0]} and {pair[1]})"
     if not np.isfinite(binds):  # e.g. cispo's arms: only the clip family logs a clip fraction
         note = f"{pair[1]} logs no clip fraction (only the clip and clip_cov surrogates do)"
@@ -130,7 +131,7 @@ def claim_token_ratio_variance_grows_with_length(data: StudyData) -> Claim:
     return r.one_sample(base, values, arms=f"all arms on {model} · {template}")
 
 
-# --- (4) RL gain vs base Pass@G, (6) pass@1 vs pass@k gains -----------------------------------
+# --- (4) RL gain vs base Pass@G (claim 6: `claims.headroom`) -----------------------------------
 def permutation_rho(x: np.ndarray, y: np.ndarray, *, seed: int = 0) -> tuple[float, float]:
     """Spearman ρ(x, y) and its two-sided permutation p-value over the pairing of x and y:
     exact for up to EXACT_PERMUTATIONS_MAX points, else 20,000 seeded permutations."""
@@ -176,7 +177,8 @@ def claim_gain_grows_with_base_pass_at_g(data: StudyData) -> Claim:
         if len(zero)
         else "no base model without signal"
     )
-    fields = dict(value=rho, n=len(cells), p_value=p, arms=arm, note=note)
+    reading = f"cells: {len(cells)} (model, template) cells, exact permutation test"
+    fields = dict(value=rho, n=len(cells), p_value=p, arms=arm, note=note, reading=reading)
     floor = structural_min_p(len(cells))
     if floor >= ALPHA:  # no arrangement of the cells could decide it
         why = (
@@ -195,36 +197,6 @@ def structural_min_p(cells: int) -> float:
     if cells > EXACT_PERMUTATIONS_MAX:
         return 1 / 20001
     return min(1.0, 2 / math.factorial(cells))
-
-
-def claim_rl_raises_pass_at_1_more_than_pass_at_k(data: StudyData) -> Claim:
-    """Claim 6 (Yue et al. 2025, "Does Reinforcement Learning Really Incentivize Reasoning
-    Capacity in LLMs Beyond the Base Model?", arXiv 2504.13837): RL raises pass@1 more than
-    pass@k at large k. Cells whose base pass@k is at the ceiling are left out."""
-    ks = [k for k in m.eval_ks(data.history) if k > 1]
-    k = max(ks) if ks else None
-    base = Claim(
-        id="6",
-        statement="RL raises pass@1 more than pass@k at large k",
-        statistic=f"gain(pass@1) − gain(pass@{k or 'k'}) per trial, averaged within a seed over "
-        "arms and non-ceiling cells (N = seeds)",
-        margin=data.margin,
-    )
-    if k is None:
-        return r.untested(base, "eval logged no pass@k with k > 1")
-    d = (m.gains(data, 1) - m.gains(data, k)).dropna()
-    if not len(d):
-        return r.untested(base, "no base pass@k (no step-0 eval, no passk.csv)")
-    cell_of = data.trials.set_index("trial_id")[["model", "template"]]
-    base_k = m.base_value(data, k).reindex(d.index)
-    ceiling = base_k.groupby([cell_of["model"], cell_of["template"]]).mean() >= CEILING
-    at_ceiling = [f"{mo} · {t}" for (mo, t), hit in ceiling.items() if hit]
-    keep = [i for i in d.index if not ceiling.get(tuple(cell_of.loc[i]), False)]
-    note = f"ceiling (base pass@{k} ≥ {CEILING}), not counted: {', '.join(at_ceiling)}"
-    note = note if at_ceiling else ""
-    if not keep:
-        return r.untested(base, note, NOT_TESTABLE)
-    return r.one_sample(base, r.seed_means(data, d.loc[keep]), arms="all arms", note=note)
 
 
 # --- (5) template sensitivity of base Pass@k --------------------------------------------------
@@ -265,6 +237,7 @@ def claim_template_changes_base_pass_at_k(data: StudyData) -> Claim:
         family=tuple(float(x) for x in p.dropna()),
         verdict=INCONCLUSIVE,
         note=f"{top['model']}: {top['template']} vs {top['ref']} ({len(contrasts)} contrasts)",
+        reading="problems of the Pass@G phase (normal interval from each template's CI)",
     )
 
 

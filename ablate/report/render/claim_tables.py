@@ -6,7 +6,8 @@ from __future__ import annotations
 import math
 
 from ablate.report.claims.analytic import analytic_claims
-from ablate.report.claims.rules import ACTS_MIN, Claim, verdict_text
+from ablate.report.claims.arms import ACTS_MIN
+from ablate.report.claims.rules import EXACT_SEEDS_MAX, Claim, verdict_text
 from ablate.report.claims.tutorial import evaluate_claims
 from ablate.report.data.load import StudyData
 from ablate.report.data.table import Table, TableSpec
@@ -22,9 +23,14 @@ def _claim_rows(claims: list[Claim], *, analytic: bool) -> list[dict]:
         estimate = inference.Estimate(c.value, c.low, c.high, int(c.n))
         row |= {"estimate": float(c.value) if analytic else estimate, "p": c.p_value}
         if not analytic:
-            row |= {"p (Holm)": c.p_holm, "margin ±": _margin(c)}
+            row |= {"p exact": c.p_exact, "p (Holm)": c.p_holm, "p exact (Holm)": c.p_exact_holm}
+            row |= {"margin ±": _margin(c), "reading": c.reading or "–"}
         rows.append(row | dict(verdict=verdict_text(c), arms=c.arms, note=c.note))
     return rows
+
+
+def _p(p: float) -> str:
+    return f"{p:.3g}" if math.isfinite(p) else "—"
 
 
 def _margin(c: Claim) -> str:
@@ -33,12 +39,19 @@ def _margin(c: Claim) -> str:
 
 #: The verdict rule as the claims and findings tables state it.
 VERDICTS = (
-    "'supported': Holm-adjusted p < 0.05 (once, over the directional claims tested here) with "
-    "the estimate in the predicted direction; 'equivalent within ±δ': the 90% interval lies "
+    "A claim on an eval pass rate is about the task: its interval, p and df are the headline's "
+    "crossed seeds × problems contrast (reading 'task'); a training metric has no problem "
+    "dimension and is read over seeds ('seed-level'). 'supported': Holm-adjusted p < 0.05 (once, "
+    "over the directional claims tested here) with the estimate in the predicted direction and, "
+    f"up to {EXACT_SEEDS_MAX} seeds, the exact sign-flip test of the per-seed differences (p "
+    "exact, Holm-adjusted "
+    "the same way) below 0.05 too; 'equivalent within ±δ': the 90% interval lies "
     "inside the margin δ declared before the results (TOST; a claim of no effect holds so); "
     "'contradicted' only when the 95% interval lies beyond the margin on the side opposite to "
     "the prediction (beyond ±δ for a claim of no effect; 0 where the scale has no margin, –); "
-    "otherwise 'inconclusive'. 'not testable at this setting': too few seeds, no variance, a "
+    "otherwise 'inconclusive'. 'not testable at n seeds': the t test decides but the exact test "
+    "cannot (its smallest p is 2/2^n: 0.0625 at 5 seeds). 'not testable at this setting': too "
+    "few seeds, no variance, a "
     f"factor that acts on under {ACTS_MIN:.0%} of its tokens or samples, or a test that cannot "
     "reach p < 0.05; 'not tested' says what is missing."
 )
@@ -75,16 +88,20 @@ def findings_table(claims: list[Claim]) -> Table:
                 "tested here": c.statement,
                 "Δ [95% CI]": f"{value} {interval}".strip(),
                 "seeds": c.n,
-                "p (Holm)": f"{c.p_holm:.3g}" if math.isfinite(c.p_holm) else "—",
+                "p (Holm)": _p(c.p_holm),
+                "p exact (Holm)": _p(c.p_exact_holm),
                 "margin ±": _margin(c),
                 "verdict": verdict_text(c),
                 "mechanism (arm vs reference)": c.note,
+                "reading": c.reading or "–",
             }
         )
     family = sum(math.isfinite(c.p_holm) for c in claims)
     caption = (
         "A paper's findings tested on the studies that declare them: Δ = arm − reference on the "
-        "finding's measure, paired by seed [95% t interval]; p (Holm) over the "
+        "finding's measure [95% interval], about the task for an eval pass rate (seeds × problems, "
+        "the headline's crossed contrast), paired by seed for a training metric (reading); "
+        "p (Holm) over the "
         f"{family} directional findings tested here (a finding of no effect is judged by its "
         f"intervals, no Holm p: —). {VERDICTS} Mechanism: the training metric that should "
         "explain the effect, arm vs reference (mean over steps, then seeds). The paper column "

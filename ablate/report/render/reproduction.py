@@ -35,11 +35,13 @@ def _summary(findings: Sequence[Finding], studies: Mapping[str, StudyData | None
     missing = [name for name, data in studies.items() if data is None]
     text = (
         f"{len(findings)} findings declared by {len(studies)} studies, each tested on its "
-        "study's results on the pair of arms that differs in its factor only: paired by seed, "
-        "the directional findings Holm-adjusted together, equivalence by the 90% interval "
-        "against the printed margin (TOST), a contradiction only beyond the margin; a pair "
-        "whose factor barely acts in the run is not testable at this setting. The seed is the "
-        "unit of inference."
+        "study's results on the pair of arms that differs in its factor only: a finding on an "
+        "eval pass rate about the task (seeds × problems, the headline's crossed contrast), one "
+        "on a training metric over seeds (each row's reading says which); the directional "
+        "findings Holm-adjusted together, supported or contradicted only when the exact "
+        "sign-flip test over seeds agrees with the t test (up to 10 seeds), equivalence by the "
+        "90% interval against the printed margin (TOST), a contradiction only beyond the margin; "
+        "a pair whose factor barely acts in the run is not testable at this setting."
     )
     return text + (f" Studies without results: {', '.join(missing)}." if missing else "")
 
@@ -47,11 +49,13 @@ def _summary(findings: Sequence[Finding], studies: Mapping[str, StudyData | None
 def _sections(claims: list[Claim]) -> dict[str, list[str]]:
     decided = finding_sentences(claims)
     untested = [f"{c.id}: {c.note}." for c in claims if c.verdict == NOT_TESTED]
-    idle = [f"{c.id}: {c.note}." for c in claims if c.verdict == NOT_TESTABLE]
+    idle = [f"{c.id}: {c.note}." for c in claims if c.verdict == NOT_TESTABLE and not c.few_seeds]
+    few = [f"{c.id} ({c.statement}): {c.note}." for c in claims if c.few_seeds]
     family = sum(math.isfinite(c.p_holm) for c in claims)
     return {
         "Decided (supported, equivalent or contradicted)": decided
         or [f"No finding is decided ({family} directional tests)."],
+        "Not testable at this number of seeds (the exact test cannot agree)": few,
         "Not testable at this setting": idle,
         "Not tested": untested,
     }
