@@ -35,7 +35,9 @@ def _check(args: argparse.Namespace) -> None:
             f"--base-pass is a pass rate strictly between 0 and 1; got {args.base_pass}"
         )
     if args.studies is None:
-        args.studies = TASK_STUDIES if args.task_level or args.claims else STUDIES
+        args.studies = (
+            TASK_STUDIES if args.task_level or args.claims or args.adversarial else STUDIES
+        )
     if args.studies < 10:
         raise ConfigError(f"--studies must be at least 10 to estimate a rate; got {args.studies}")
     if min(args.problems, args.samples) < 1:
@@ -91,6 +93,13 @@ def parser() -> argparse.ArgumentParser:
         "task-level contrast and the exact test) on studies with fresh problems, beside the old "
         "per-seed rule, and claim 6 (--arms and --problems unused)",
     )
+    add(
+        "--adversarial",
+        action="store_true",
+        help="every statistic's gates on scenarios unlike its default model (Beta-mixture "
+        "problems, heavy-tailed seeds, divergence in one arm, drifting curves); exits 1 when a "
+        "gate fails (--studies per scenario, default 600)",
+    )
     return p
 
 
@@ -106,6 +115,8 @@ def main(argv: list[str] | None = None) -> int:
         return _task_level(args, ns)
     if args.claims:
         return _claims(args, ns)
+    if args.adversarial:
+        return _adversarial(args)
     model = StudyModel(problems=args.problems, samples=args.samples, **_shared_settings(args))
     start = time.perf_counter()
     table = calibration.calibrate(model, ns, arm_counts, args.studies, args.seed)
@@ -168,3 +179,11 @@ def _claims(args: argparse.Namespace, seeds: tuple[int, ...]) -> int:
     print(c6.LEGEND)
     print(f"({time.perf_counter() - start:.1f} s)")
     return 0
+
+
+def _adversarial(args: argparse.Namespace) -> int:
+    from devtools.calibration import adversarial
+
+    results = adversarial.run(args.studies, args.seed)
+    print(adversarial.format_report(results))
+    return 0 if all(g.passed for _, gates, _ in results for g in gates) else 1
