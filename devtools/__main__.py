@@ -31,6 +31,10 @@ TOOLS: dict[str, Tool] = {
     "calibrate": Tool(
         "devtools.calibration.cli", "the report's intervals, marks and power on simulated studies"
     ),
+    "plan-calibration": Tool(
+        "devtools.calibration.plan_calibration",
+        "`ablate plan` against a known truth: its designs' promised, simulated and real power",
+    ),
     "curve-calibration": Tool(
         "devtools.calibration.curve_calibration",
         "the same for the compute-performance curve fits, on simulated curves",
