@@ -15,8 +15,9 @@ v = Var(x_a − x_r) = Var(x_a) + Var(x_r) − 2·Cov(x_a, x_r), not the sum of 
 variances: it is estimated from the pilot's paired per-sample differences
 (`difference_sample_variance`). Taking the sum, as this module did first, overstated Var(Δ̂)
 of Dr. GRPO − GRPO 1.7–2.9× (1.2–1.9× with the seed term at its bound) on a 6-seed pilot at the
-quickstart's budget, and on simulated truths its designs had power 0.88–0.97, not 0.8
-(`devtools.calibration.plan_calibration`): it priced small effects too dearly. Seeds cost a
+quickstart's budget, and on simulated truths its designs had power 0.89–0.97 where its formula
+said 0.80–0.84 (`python -m devtools plan-calibration`): it priced small effects too dearly.
+Seeds cost a
 whole training run each; problems and samples only eval time: the search below prices each
 design and finds the cheapest that detects the effect. A pilot of a few seeds underestimates
 σ²_seed about half the time (Colas et al. 2018), so designs are judged at its one-sided 80%
