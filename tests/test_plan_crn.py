@@ -6,6 +6,8 @@ included."""
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -214,3 +216,18 @@ def test_adversarial_gates_pass_at_reduced_size():
     gates = pc.adversarial_gates(studies=120, seed=0)
     assert len(gates) == 6
     assert all(g.passed for g in gates), "\n".join(g.line() for g in gates)
+
+
+def test_control_detection_tool_on_the_tiny_pilot(tiny_pilot, capsys):
+    from devtools.__main__ import main as devtools_main
+
+    uri = f"jsonl://{tiny_pilot / 'store'}"
+    args = ["control-detection", str(tiny_pilot), "tiny", "--tracking-uri", uri]
+    args += ["--control", "noisy=-0.1"]
+    assert devtools_main([*args, "--seeds", "3,8", "--studies", "200"]) == 0
+    out = capsys.readouterr().out
+    assert "noisy: declared -0.1, measured" in out and "over 3 seeds" in out
+    low, high = map(float, re.findall(r"n=\d+: ([\d.]+) \(", out))
+    assert 0 <= low <= high <= 1 and high > 0.5  # more seeds, more often detected
+    assert devtools_main([*args[:5], "--control", "noisy:-0.1"]) == 2
+    assert "--control takes ARM=EFFECT" in capsys.readouterr().err

@@ -37,6 +37,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("results", help="the pilot's results folder")
     p.add_argument("study", help="the pilot's study name")
     p.add_argument("--control", action="append", default=[], help="ARM=EFFECT (repeatable)")
+    p.add_argument("--tracking-uri", default=None, help="the pilot's store, if not mlflow.db")
     p.add_argument("--reference", default="grpo")
     p.add_argument("--model", default="rl_ready")
     p.add_argument("--template", default="plain")
@@ -47,7 +48,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--studies", type=int, default=2000, help="simulated re-runs per cell")
     args = p.parse_args(argv)
     start = time.perf_counter()
-    pilot = load_pilot(args.results, args.study)
+    pilot = load_pilot(args.results, args.study, args.tracking_uri)
     seeds = [int(s) for s in args.seeds.split(",")]
     shape = f"{args.problems} problems × {args.samples} samples, alpha {args.alpha:g}"
     print(f"detection in {args.studies} simulated re-runs at n seeds × {shape}: point (80% up)")
