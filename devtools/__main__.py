@@ -31,6 +31,14 @@ TOOLS: dict[str, Tool] = {
     "calibrate": Tool(
         "devtools.calibration.cli", "the report's intervals, marks and power on simulated studies"
     ),
+    "plan-calibration": Tool(
+        "devtools.calibration.plan_calibration",
+        "`ablate plan` against a known truth: its designs' promised, simulated and real power",
+    ),
+    "control-detection": Tool(
+        "devtools.calibration.control_detection",
+        "a control's detection at n seeds, simulated from a pilot's variance components",
+    ),
     "curve-calibration": Tool(
         "devtools.calibration.curve_calibration",
         "the same for the compute-performance curve fits, on simulated curves",

@@ -36,6 +36,7 @@ def test_help_lists_every_tool_with_one_line():
     assert list(listed) == list(TOOLS)
     wanted = {"bench", "gpu-check", "calibrate", "curve-calibration", "preset-reach"}
     wanted |= {"profile-step", "verl-parity", "architecture", "arithmetic-subsets", "kernel-matrix"}
+    wanted |= {"plan-calibration", "control-detection"}
     assert set(listed) == wanted
     assert all(len(summary) > 20 for summary in listed.values())
 

@@ -24,14 +24,18 @@ def plan(
     tracking_uri: str = typer.Option(
         "", help="the pilot's results store, if not PILOT/mlflow.db (an MLflow URI or jsonl:///…)"
     ),
+    simulate: int = typer.Option(
+        2000, min=0, help="simulated studies checking the recommended design's power (0: off)"
+    ),
 ) -> None:
     """Recommend the cheapest design whose minimum detectable effect (80% power, Bonferroni
     over the primary family, seed SD at its 80% upper bound) reaches the effect within the
-    budget; print the best few designs and the variance components they rest on."""
+    budget; print the best few designs, the variance components they rest on, and the power at
+    the recommendation of every contrast and declared control, by formula and by simulation."""
     from rich.console import Console
 
     from ablate.base.errors import ConfigError
-    from ablate.report.stats.plan import load_pilot, make_plan, recommendation
+    from ablate.report.stats.plan import control_lines, load_pilot, make_plan, recommendation
     from ablate.study.study import load_study
 
     full = load_study(study)
@@ -46,13 +50,19 @@ def plan(
         )
     if not cpu_hours > 0:
         raise ConfigError(f"--cpu-hours={cpu_hours:g} must be > 0")
-    result = make_plan(full, target, cpu_hours, loaded, workers)
+    result = make_plan(full, target, cpu_hours, loaded, workers, studies=simulate)
     console = Console()
     console.print(_components_table(result))
     console.print(_designs_table(result, full.name))
     for label in result.untested:
         console.print(f"no pilot data (2+ seeds in both arms) for {label}: planned from the others")
     console.print(recommendation(result))
+    if result.checks:
+        console.print(_power_table(result.checks, result.best, "the recommended", simulate))
+    if result.own_checks:
+        console.print(_power_table(result.own_checks, result.own, "the study's own", simulate))
+    for line in control_lines(result):
+        console.print(line)
 
 
 def _components_table(result):
@@ -68,7 +78,8 @@ def _components_table(result):
     table = Table(title=f"variance components of Δ pass@1 (SDs), from {result.source}")
     for col in ("contrast", "seed", "seed, 80% up", "arm × problem", "seed × problem"):
         table.add_column(col)
-    table.add_column("per sample")
+    table.add_column("per sample, Δ (shared draws)")
+    table.add_column("per sample, arms apart")
     for label, c in result.components.items():
         upper = at_upper_bound(c)
         table.add_row(
@@ -78,6 +89,33 @@ def _components_table(result):
             sd(c.problem_var),
             sd(c.sp_var),
             sd(c.sample_var),
+            sd(c.independent_var),
+        )
+    return table
+
+
+def _power_table(checks, d, which: str, simulate: int):
+    from rich.table import Table
+
+    title = (
+        f"power at {which} design, {d.seeds} seeds × {d.problems} problems × {d.samples} "
+        f"samples: by formula and by {simulate} simulated studies, seed SD at its 80% upper bound "
+        "(and at the point estimate)"
+    )
+    table = Table(title=title)
+    for col in ("", "kind", "Δ", "alpha", "power", "simulated", "at point estimate", "note"):
+        table.add_column(col, justify="left" if col in ("", "kind", "note") else "right")
+    for c in checks:
+        simulated = f"{c.simulated:.3f}" if c.simulated == c.simulated else "–"
+        table.add_row(
+            c.label,
+            c.kind,
+            f"{c.effect:+.3g}",
+            f"{c.alpha:.3g}",
+            f"{c.power:.3f}",
+            simulated,
+            f"{c.point:.3f}",
+            c.note,
         )
     return table
 

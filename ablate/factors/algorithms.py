@@ -42,7 +42,7 @@ RolloutCorrection = Literal["none", "token_truncate", "sequence_mask"]
 KLEstimator = Literal["k1", "k2", "k3"]
 KLIn = Literal["loss", "reward"]
 AdvantageName = Literal["group", "gae"]
-RewardControl = Literal["none", "random", "incorrect", "majority_vote", "format_only"]
+RewardControl = Literal["none", "random", "noisy", "incorrect", "majority_vote", "format_only"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -139,9 +139,11 @@ class Algorithm:
     retire_pass_rate: float | None = None
     """No-Positive-Resampling: retire a prompt once its pass rate reaches this; None = off."""
     reward_control: RewardControl = "none"
-    """Control arm: train on random, wrong-label, majority-vote or format rewards; none = real."""
+    """Control arm: random, partly random (noisy), wrong-label, majority-vote or format rewards."""
     reward_control_p: float = 0.5
-    """reward_control="random": the probability of reward 1 (Spurious Rewards uses 0.5)."""
+    """reward_control="random" or "noisy": the probability of reward 1 (Spurious Rewards 0.5)."""
+    reward_noise_fraction: float = 0.5
+    """reward_control="noisy": the share of samples whose reward is the random control's coin."""
     reward_floor: float = 0.0
     """The training reward of a wrong answer: rewards r in [0, 1] become floor + (1 - floor)·r."""
 

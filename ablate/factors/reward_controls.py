@@ -5,7 +5,11 @@ contiguous groups of G per prompt. `correct` stays the verifier's, so every accu
 the eval) keeps measuring real accuracy.
 
 The controls are the points of Shao et al. 2025, "Spurious Rewards: Rethinking Training Signals
-in RLVR" (arXiv 2506.10947, §2): random, incorrect-label, format and majority-vote rewards. The
+in RLVR" (arXiv 2506.10947, §2): random, incorrect-label, format and majority-vote rewards; and a
+graded one between the verifier and the random control, `noisy`: each sample's reward replaced, with
+probability `reward_noise_fraction` f, by the random control's coin (f = 0 is the verifier, f = 1
+the random control, draw for draw), a declared, smaller effect that calibrates a study's power
+near its MDE rather than only against a gross failure. The
 majority vote is TTRL's (Zuo et al. 2025, "TTRL: Test-Time Reinforcement Learning", arXiv
 2504.16084): the label is the most frequent answer among the group's own samples, so it needs no
 ground truth. Pair a random control with a majority-vote one: "true − random" alone mixes the
@@ -63,6 +67,13 @@ REWARD_P = FieldRule(
 )
 
 
+REWARD_NOISE = FieldRule(
+    "reward_noise_fraction",
+    lambda v, a: finite(v) and 0 <= v <= 1,
+    "must be a share in [0, 1] (0: the verifier's rewards, 1: the random control's)",
+)
+
+
 def _rewards(values: Sequence[float]) -> Tensor:
     return torch.tensor(list(values), dtype=torch.float32)
 
@@ -77,6 +88,18 @@ def random_reward(scored: ScoredBatch, group_size: int, key: DrawKey, algo: Algo
     # Spurious Rewards §2 "random reward": 1 with probability p, whatever the answer
     n = scored.scores.numel()
     return _rewards(float(key.uniform("sample", str(i)) < algo.reward_control_p) for i in range(n))
+
+
+@REWARD_CONTROLS.register("noisy", reads=(REWARD_NOISE, REWARD_P))
+def noisy_reward(scored: ScoredBatch, group_size: int, key: DrawKey, algo: AlgorithmFields):
+    # each sample, with probability f (its own "noise" draw), gets the random control's coin (the
+    # random control's own "sample" draw) instead of the verifier's reward
+    f, p = algo.reward_noise_fraction, algo.reward_control_p
+    verifier = scored.scores.tolist()
+    return _rewards(
+        float(key.uniform("sample", str(i)) < p) if key.uniform("noise", str(i)) < f else r
+        for i, r in enumerate(verifier)
+    )
 
 
 @REWARD_CONTROLS.register("format_only")

@@ -146,6 +146,7 @@ NUMERIC_CLASSES: dict[str, tuple[tuple[str, ValueTest], ...]] = {
     "overlong_penalty": ANY,
     "retire_pass_rate": OPTIONAL,
     "reward_control_p": ANY,
+    "reward_noise_fraction": ANY,
     "positive_weight": (("1", lambda v, a: v == 1), ("other", _any)),
     "ratio_cap": OPTIONAL,
     "reward_floor": (("0", _zero), ("other", _any)),

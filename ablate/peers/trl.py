@@ -282,10 +282,11 @@ TABLE: Table = {
         "none": one(exact()),
         **{
             c: one(cannot(f"no config key: a reward_func that pays the {c} control"))
-            for c in ("random", "incorrect", "majority_vote", "format_only")
+            for c in ("random", "noisy", "incorrect", "majority_vote", "format_only")
         },
     },
     "reward_control_p": {"any": one(cannot("no config key: the reward_func's probability"))},
+    "reward_noise_fraction": {"any": one(cannot("no config key: the reward_func's noise share"))},
     "rollout_correction": {
         "none": one(
             exact(

@@ -14,6 +14,7 @@ from typing import Any, TypeAlias
 
 from ablate.base.errors import AblateError
 from ablate.factors.finding import Finding
+from ablate.study.controls import control_problems, control_seed_warnings
 
 #: An `ablate.study.Study` (not imported: study imports this module).
 Study: TypeAlias = Any
@@ -62,6 +63,7 @@ MIN_AA_SEEDS = 5
 
 
 def control_warnings(study: Study) -> list[str]:
+    """A/A replicates on too few seeds; positive and graded controls off the contrasts' seeds."""
     seeds: dict[str, set] = {}
     for arm, _, _, seed in study.cells():
         seeds.setdefault(arm, set()).add(seed)
@@ -71,7 +73,7 @@ def control_warnings(study: Study) -> list[str]:
         "seeds=[...]))"
         for a in study.arms
         if a.replicate_of and len(seeds.get(a.name, ())) < MIN_AA_SEEDS
-    ]
+    ] + control_seed_warnings(study)
 
 
 def replicate_problems(study: Study) -> list[str]:
@@ -130,7 +132,7 @@ PRIMARY = ("equal steps", "equal tokens")
 
 
 def design_problems(study: Study) -> list[str]:
-    """The inference design: margin, primary family, sequential looks, positive control."""
+    """The inference design: margin, primary family, sequential looks, the controls."""
     out = []
     margin = study.equivalence_margin
     if margin is not None and not (isinstance(margin, int | float) and 0 < margin < 1):
@@ -148,14 +150,4 @@ def design_problems(study: Study) -> list[str]:
                 f"looks={tuple(looks)!r} must increase, start at 3 or more seeds and end at most "
                 f"at the study's {len(study.seeds)} seeds"
             )
-    control = study.positive_control
-    if control is not None:
-        names = {a.name: a for a in study.arms}
-        if control not in names:
-            out.append(f"positive_control={control!r} names no arm of the study")
-        elif control == study.reference_arm or names[control].replicate_of:
-            out.append(
-                f"positive_control={control!r} must be an arm other than the reference and its "
-                "replicates"
-            )
-    return out
+    return out + control_problems(study)

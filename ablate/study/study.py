@@ -26,11 +26,13 @@ from ablate.launch.options import Launch
 from ablate.launch.slurm_options import SlurmOptions
 from ablate.study.arms import Arm, arm, full_factorial, one_at_a_time, path
 from ablate.study.checks import study_problems, study_warnings
+from ablate.study.controls import Control, normalized
 
 __all__ = [
     "Arm",
     "Budget",
     "Cells",
+    "Control",
     "CurveSpec",
     "ElicitSpec",
     "EvalSpec",
@@ -158,9 +160,17 @@ class Study:
     undecided; () = a fixed design at every seed."""
     spending: str = "obrien_fleming"
     """Alpha spending across `looks` (Lan–DeMets): "obrien_fleming" or "pocock"."""
-    positive_control: str | None = None
+    positive_control: str | Control | None = None
     """An arm with a known, real effect against the reference (e.g. the reference trained on random
-    rewards): the report says whether the study could detect it. Not in the primary family."""
+    rewards): the report says whether the study could detect it. Not in the primary family. Its
+    name, or `Control(arm=..., effect=...)` with the Δ pass@1 it is expected to show; read back
+    as the name (the effect goes to `control_effects`)."""
+    graded_control: str | Control | None = None
+    """A control with a declared, smaller effect (e.g. a share of the rewards randomised:
+    reward_control="noisy"): `Control(arm=..., effect=...)`. `ablate plan` states its detection
+    probability in advance; the report whether it was detected. Not in the primary family."""
+    control_effects: Mapping[str, float] = field(default_factory=dict)
+    """The controls' declared effects by arm, filled from their `Control` records."""
     curves: CurveSpec | None = None
     """Fit compute–performance curves in the report (set `eval`'s compute cadence with it)."""
     findings: Sequence[Finding] = ()
@@ -173,6 +183,12 @@ class Study:
         for name in ("base_models", "arms", "templates", "seeds", "extra", "findings", "looks"):
             object.__setattr__(self, name, tuple(getattr(self, name)))
         object.__setattr__(self, "arms", _with_replicates_resolved(_collapsed(self.arms)))
+        positive, graded, effects = normalized(
+            self.positive_control, self.graded_control, self.control_effects
+        )
+        object.__setattr__(self, "positive_control", positive)
+        object.__setattr__(self, "graded_control", graded)
+        object.__setattr__(self, "control_effects", effects)
         problems = study_problems(self)
         if len(problems) == 1:
             raise StudyError(f"study {self.name!r}: {problems[0]}")
@@ -193,11 +209,10 @@ class Study:
 
     @property
     def compared_arms(self) -> tuple[Arm, ...]:
-        """Arms contrasted with the reference (A/A replicates and the positive control are
-        checked on their own)."""
-        return tuple(
-            a for a in self.arms if a.replicate_of is None and a.name != self.positive_control
-        )
+        """Arms contrasted with the reference (A/A replicates and the controls are checked on
+        their own)."""
+        controls = (self.positive_control, self.graded_control)
+        return tuple(a for a in self.arms if a.replicate_of is None and a.name not in controls)
 
     def cells(self) -> list[tuple[str, str, str, int]]:
         """(arm, base model, template, seed) in a stable order, without duplicates."""

@@ -106,10 +106,11 @@ DATA: Table = {
         "none": one(exact()),
         **{
             c: one(cannot(f"no config key: a reward function that pays the {c} control"))
-            for c in ("random", "incorrect", "majority_vote", "format_only")
+            for c in ("random", "noisy", "incorrect", "majority_vote", "format_only")
         },
     },
     "reward_control_p": {"any": one(cannot("no config key: the reward function's probability"))},
+    "reward_noise_fraction": {"any": one(cannot("no config key: the reward function's noise"))},
     "reward_floor": {
         "0": one(exact()),
         "other": one(cannot("no config key: the reward function's score for a wrong answer")),

@@ -62,6 +62,8 @@ class StudyData:
     looks: tuple[int, ...] = ()
     spending: str = "obrien_fleming"
     positive_control: str | None = None
+    graded_control: str | None = None
+    control_effects: Mapping[str, float] = field(default_factory=dict)  # declared, by arm
     elicitation: pd.DataFrame = field(default_factory=pd.DataFrame)
     eval_samples: int = 0  # K: samples per eval problem
     task: str = ""
@@ -92,9 +94,10 @@ class StudyData:
 
     @property
     def compared_arms(self) -> list[str]:
-        """Arms in study order, A/A replicates and the positive control left out."""
+        """Arms in study order, A/A replicates and the controls left out."""
         arms = list(dict.fromkeys(self.trials["arm"]))
-        return [a for a in arms if a not in self.replicates and a != self.positive_control]
+        controls = (self.positive_control, self.graded_control)
+        return [a for a in arms if a not in self.replicates and a not in controls]
 
 
 def _is_nan(value: object) -> bool:
@@ -298,6 +301,8 @@ def load_study_data(
         looks=tuple(study.looks),
         spending=study.spending,
         positive_control=study.positive_control,
+        graded_control=study.graded_control,
+        control_effects=dict(study.control_effects),
         eval_samples=study.eval.n_samples,
         task=study.task,
     )

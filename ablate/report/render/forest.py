@@ -4,7 +4,7 @@ marker whose shape says the verdict (different, equivalent, inconclusive), its 9
 thin line and the 90% interval TOST reads as a thick one, the zero line and the declared
 equivalence band ±margin shaded. The verdicts are the tables' (Holm-adjusted within each family);
 the rows are the primary family's (the main table, or the equal-tokens table when the study
-declares that primary) followed by the live controls (A/A, positive)."""
+declares that primary) followed by the live controls (A/A, positive, graded)."""
 
 from __future__ import annotations
 
@@ -39,8 +39,8 @@ class ForestRow:
         the study's reference (an A/A replicate against its twin)."""
         if self.kind == cx.AA:
             return f"{self.arm} vs {self.reference} (A/A)"
-        if self.kind == cx.CONTROL:
-            return f"{self.arm} (positive control)"
+        if self.kind in (cx.CONTROL, cx.GRADED):
+            return f"{self.arm} ({self.kind})"
         return self.arm
 
 
@@ -63,9 +63,13 @@ def _row(r: cx.ContrastRow) -> ForestRow:
 
 
 def forest_rows(data: StudyData) -> list[ForestRow]:
-    """The primary family's contrasts, then the A/A and positive controls', in table order."""
+    """The primary family's contrasts, then the A/A, positive and graded controls', in order."""
     family = cx.primary_contrasts(data)
-    controls = [*cx.replicate_contrasts(data), *cx.control_contrasts(data)]
+    controls = [
+        *cx.replicate_contrasts(data),
+        *cx.control_contrasts(data),
+        *cx.graded_contrasts(data),
+    ]
     return [_row(r) for r in [*family, *controls]]
 
 

@@ -1,5 +1,5 @@
 """The report's headline tables: final pass@1 with its contrasts, the contrasts at equal
-generated tokens, the live controls (A/A and positive) and the sequential looks; and the
+generated tokens, the live controls (A/A, positive, graded) and the sequential looks; and the
 estimates every table of arms reads (`seed_estimate`, `task_estimate`, `seeds_text`). The arms'
 configuration is `configuration`, survivorship `survival`. Built once as rows of `Estimate`s
 and plain values, written as Markdown, LaTeX and CSV by `formats`.
@@ -21,6 +21,7 @@ from ablate.report.data.load import StudyData
 from ablate.report.data.table import SIGNIFICANT, Table, TableSpec
 from ablate.report.render import elicited
 from ablate.report.stats import contrasts as cx
+from ablate.report.stats import controls as ctl
 from ablate.report.stats import crossed, inference
 from ablate.report.stats import measures as m
 from ablate.report.stats import problems as pr
@@ -192,13 +193,16 @@ def compute_table(data: StudyData) -> Table:
 
 
 def control_table(data: StudyData) -> Table:
-    """The live controls: each A/A replicate against its twin (no difference expected) and the
-    positive control against the reference (a real difference expected)."""
+    """The live controls: each A/A replicate against its twin (no difference expected), the
+    positive control and the graded control against the reference (real differences expected),
+    each control with its MDE and its detection probability at its declared effect."""
     out = []
-    for r in [*cx.replicate_contrasts(data), *cx.control_contrasts(data)]:
+    rows = [*cx.replicate_contrasts(data), *cx.control_contrasts(data), *cx.graded_contrasts(data)]
+    for r in rows:
+        power = ctl.control_power(r, data.control_effects.get(r.arm))
         out.append(
             {
-                "control": "A/A (negative)" if r.kind == cx.AA else "positive",
+                "control": _CONTROL_KINDS.get(r.kind, r.kind),
                 "arm": r.arm,
                 "against": r.reference,
                 "base · template": r.cell,
@@ -206,7 +210,10 @@ def control_table(data: StudyData) -> Table:
                 "Δ pass@1": r.contrast.diff,
                 "p (Holm)": r.p_holm,
                 "verdict": r.verdict,
-                "check": control_check(r),
+                "declared Δ": power.declared,
+                "MDE 80%": r.mde if r.kind != cx.AA else None,
+                "P(detect) at declared": power.detection if power.declared is not None else None,
+                "check": control_check(r, power),
                 SIGNIFICANT: r.significant,
             }
         )
@@ -215,17 +222,24 @@ def control_table(data: StudyData) -> Table:
         "algorithm, same data order and eval samples, rollouts of its own), paired like every "
         "contrast: a *different* verdict means the report's error rates are not what it claims. "
         "Positive control: an arm with a known, real effect against the reference: if it is not "
-        "*different*, the study is underpowered for effects of that size."
+        "*different*, the study is underpowered for effects of that size. Graded control: a "
+        "declared, smaller effect (e.g. a share of the rewards randomised), missed 1 − P(detect) "
+        "of the time by design. Each control's MDE (80% power) and its probability of detection "
+        "at the effect the study declared for it are for the design it ran in (its seeds and "
+        "problems), the seed variance at its 80% upper bound."
     )
     return Table(caption, out, {"*": "verdict different (Holm p < 0.05)"}, "Δ pass@1")
 
 
-def control_check(r: cx.ContrastRow) -> str:
+_CONTROL_KINDS = {cx.AA: "A/A (negative)", cx.CONTROL: "positive", cx.GRADED: "graded"}
+
+
+def control_check(r: cx.ContrastRow, power: ctl.ControlPower | None = None) -> str:
     if r.n < inference.MIN_SEEDS:
         return "too few seeds"
     if r.kind == cx.AA:
         return "CALIBRATION FAILURE" if r.significant else "passed"
-    return "detected" if r.significant else "NOT DETECTED: underpowered"
+    return ctl.check(r, power or ctl.control_power(r, None))
 
 
 def sequential_table(data: StudyData) -> Table:
@@ -263,7 +277,8 @@ def finite(x: object) -> bool:
 
 
 def has_controls(data: StudyData) -> bool:
-    return bool(cx.replicate_contrasts(data) or cx.control_contrasts(data))
+    controls = cx.replicate_contrasts(data) or cx.control_contrasts(data)
+    return bool(controls or cx.graded_contrasts(data))
 
 
 TABLES = (

@@ -42,7 +42,7 @@ SECTIONS: tuple[Section, ...] = (
     Section("main", "Final pass@1 and every contrast to the reference"),
     Section("sequential", "Sequential looks"),
     Section("elicited_base", "Gains over the best-elicited base"),
-    Section("controls", "Live controls: A/A and positive"),
+    Section("controls", "Live controls: A/A, positive and graded"),
     Section("variance_budget", "Where the variance comes from"),
     # the curves are a headline too: before the contrasts at equal tokens
     Section("compute_curves", "Compute–performance curves"),

@@ -38,6 +38,7 @@ from ablate.report.stats.sequential_data import replay_study
 
 POWER = 0.8
 STEPS, TOKENS, AA, CONTROL = "equal steps", "equal tokens", "A/A", "positive control"
+GRADED = "graded control"
 TASK, FIXED = "task", "fixed problems"
 DIFFERENT, EQUIVALENT, INCONCLUSIVE = "different", "equivalent", "inconclusive"
 
@@ -293,11 +294,21 @@ def replicate_contrasts(data: StudyData) -> list[ContrastRow]:
 def control_contrasts(data: StudyData) -> list[ContrastRow]:
     """The positive control against the reference, per cell, its own Holm family: the study
     could detect a real effect iff the verdict is *different*."""
-    control = data.positive_control
+    return _control_rows(data, CONTROL, data.positive_control)
+
+
+@per_study
+def graded_contrasts(data: StudyData) -> list[ContrastRow]:
+    """The graded control (a declared, smaller effect) against the reference, per cell, its own
+    Holm family: detected or not at its declared effect (`controls.control_power`)."""
+    return _control_rows(data, GRADED, data.graded_control)
+
+
+def _control_rows(data: StudyData, kind: str, control: str | None) -> list[ContrastRow]:
     if not control:
         return []
     pairs = _cells_of(data, control, data.reference_arm)
-    return with_holm_and_power(_rows(data, CONTROL, _final(data), pairs), data.margin)
+    return with_holm_and_power(_rows(data, kind, _final(data), pairs), data.margin)
 
 
 def template_contrasts(passk: pd.DataFrame, k: int = 1) -> pd.DataFrame:

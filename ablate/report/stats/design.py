@@ -8,8 +8,16 @@ n seeds, J eval problems and K samples per problem has, in the crossed decomposi
     Var(Δ̂) = σ²_seed / n + σ²_problem / J + (σ²_sp + v / K) / (n·J)
 
 σ²_seed the seeds' (training) variance of the difference, σ²_problem the arm × problem
-interaction, σ²_sp the seed × problem interaction and v the per-sample Bernoulli variance of the
-arm plus the reference (a pilot's residual σ²_resid holds σ²_sp + v / K_pilot). Seeds cost a
+interaction, σ²_sp the seed × problem interaction and v the per-sample variance of the
+*difference* (a pilot's residual σ²_resid holds σ²_sp + v / K_pilot). The arms of a seed share
+their eval draws (common random numbers: one sampling seed per trial seed), so
+v = Var(x_a − x_r) = Var(x_a) + Var(x_r) − 2·Cov(x_a, x_r), not the sum of the arms' Bernoulli
+variances: it is estimated from the pilot's paired per-sample differences
+(`difference_sample_variance`). Taking the sum, as this module did first, overstated Var(Δ̂)
+of Dr. GRPO − GRPO 1.7–2.9× (1.2–1.9× with the seed term at its bound) on a 6-seed pilot at the
+quickstart's budget, and on simulated truths its designs had power 0.89–0.97 where its formula
+said 0.80–0.84 (`python -m devtools plan-calibration`): it priced small effects too dearly.
+Seeds cost a
 whole training run each; problems and samples only eval time: the search below prices each
 design and finds the cheapest that detects the effect. A pilot of a few seeds underestimates
 σ²_seed about half the time (Colas et al. 2018), so designs are judged at its one-sided 80%
@@ -70,15 +78,17 @@ class Components:
     seed_var: float
     problem_var: float
     sp_var: float
-    sample_var: float  # v: per-sample variance of a difference (arm's plus reference's)
+    sample_var: float  # v: per-sample variance of the difference, Var(x_a − x_r)
     ms_seed: float = float("nan")  # J_pilot × the variance of the per-seed mean differences
     resid_var: float = float("nan")  # the pilot's σ²_resid = σ²_sp + v / K_pilot
     n: int = 0  # pilot seeds (0: no pilot, no confidence bound)
     problems: int = 0  # pilot problems
+    independent_var: float = float("nan")  # Var(x_a) + Var(x_r): v if the arms drew apart
 
 
 def sample_variance(arm: np.ndarray, ref: np.ndarray, samples: int) -> float:
-    """v: the per-sample Bernoulli variance of arm plus reference, from per-problem pass rates
+    """Var(x_a) + Var(x_r): the per-sample Bernoulli variance of arm plus reference (v when the
+    arms draw their evals apart), from per-problem pass rates
     ŷ over K samples: mean of ŷ(1 − ŷ)·K/(K − 1), unbiased for p(1 − p). With K = 1 every ŷ(1 − ŷ)
     is 0, so the across-seed means p̄ stand in (biased up by the seeds' spread)."""
     if samples < 2:
@@ -88,16 +98,39 @@ def sample_variance(arm: np.ndarray, ref: np.ndarray, samples: int) -> float:
     return float(np.mean(binom) * samples / (samples - 1))
 
 
-def contrast_components(arm: np.ndarray, ref: np.ndarray, samples: int) -> Components:
+def difference_sample_variance(arm_draws: np.ndarray, ref_draws: np.ndarray) -> float:
+    """v = Var(x_a − x_r) per eval sample, from paired per-sample outcomes `[n, J, K]` (sample k
+    of both arms at one seed and problem: the draw they share): the mean over seeds and problems
+    of the variance of d_k = x_a,k − x_r,k over the K samples (ddof 1). Unbiased whatever the
+    coupling: identical draws give 0, independent ones Var(x_a) + Var(x_r) in expectation (and
+    the sample identity Var(a − r) = Var(a) + Var(r) − 2·Cov(a, r) holds exactly). NaN below 2
+    samples."""
+    d = np.asarray(arm_draws, dtype=float) - np.asarray(ref_draws, dtype=float)
+    if d.shape[-1] < 2:
+        return float("nan")
+    return float(np.mean(np.var(d, axis=-1, ddof=1)))
+
+
+def contrast_components(
+    arm: np.ndarray,
+    ref: np.ndarray,
+    samples: int,
+    draws: tuple[np.ndarray, np.ndarray] | None = None,
+) -> Components:
     """Components of arm − reference from a pilot's `arm[n, J]`, `ref[n, J]` (per-(seed,
-    problem) pass rates over `samples` samples each, same seeds and problems)."""
+    problem) pass rates over `samples` samples each, same seeds and problems) and, with `draws`,
+    its paired per-sample outcomes `[n, J, K]` (then v is the difference's: common random
+    numbers; without them, the arms' sum, as for independent evals). With K = 1 the residual
+    cannot be split: v is taken as 0 and the residual as seed × problem, so extra samples are
+    priced as buying nothing (safe: a design at K = 1 is priced exactly)."""
     arm, ref = np.asarray(arm, dtype=float), np.asarray(ref, dtype=float)
     n, J = arm.shape
     c = crossed(arm - ref)
-    v = sample_variance(arm, ref, samples)
+    independent = sample_variance(arm, ref, samples)
+    v = independent if draws is None else difference_sample_variance(*draws)
     resid = float(c.resid_var)
     if samples < 2:
-        v = min(v, resid)  # the residual holds v / 1: it cannot be smaller than v
+        v = 0.0
     ms_seed = J * float(np.var((arm - ref).mean(axis=1), ddof=1)) if n >= 2 else float("nan")
     return Components(
         seed_var=float(c.seed_var),
@@ -108,6 +141,7 @@ def contrast_components(arm: np.ndarray, ref: np.ndarray, samples: int) -> Compo
         resid_var=resid,
         n=n,
         problems=J,
+        independent_var=independent,
     )
 
 
@@ -144,6 +178,23 @@ def design_df(c: Components, n, problems, samples) -> np.ndarray:
     terms = [(ms_seed, n - 1), (keep_problem * ms_problem, J - 1)]
     terms.append((-keep_problem * resid, (n - 1) * (J - 1)))
     return effective_df(terms)
+
+
+def rejection_probability(effect, se, df, alpha: float) -> np.ndarray:
+    """Probability that a two-sided t test at `alpha` rejects when the true difference is
+    `effect` (noncentral t, the power `mde` inverts; broadcast arrays; 1 without variance)."""
+    se, df = np.broadcast_arrays(np.asarray(se, dtype=float), np.asarray(df, dtype=float))
+    df = np.where(np.isfinite(df) & (df > 0), df, 1e9)
+    crit = sps.t.ppf(1 - alpha / 2, df)
+    z = np.abs(effect) / np.where(se > 0, se, 1.0)
+    p = sps.nct.sf(crit, df, z) + sps.nct.sf(crit, df, -z)
+    return np.where(se > 0, p, float(effect != 0))[()]
+
+
+def design_power(c: Components, n, problems, samples, effect: float, alpha: float):
+    """The power of the design (n, J, K) against a true difference `effect`, components `c`."""
+    se = np.sqrt(design_variance(c, n, problems, samples))
+    return rejection_probability(effect, se, design_df(c, n, problems, samples), alpha)
 
 
 def mde(se, df, alpha: float, power: float = POWER) -> np.ndarray:

@@ -2,29 +2,37 @@
 effect of interest, from a pilot or from defaults.
 
 A pilot's per-(seed, problem) pass rates at each trial's final eval (a diverged trial counts 0
-on every problem) give each primary contrast its variance components (`design.Components`); its
-logged wall times give the cost of a training step and of one eval sample. The search
-(`design.designs`) prices every design of the grid and judges it by its MDE at Bonferroni
-alpha / m over the primary family, the seed term at its 80% upper confidence bound.
+on every problem) give each primary contrast its variance components (`design.Components`), the
+eval noise of the difference read from its paired per-sample outcomes (`pilot.py`: the arms of a
+seed share their eval draws); its logged wall times give the cost of a training step and of one
+eval sample. The search (`design.designs`) prices every design of the grid and judges it by its
+MDE at Bonferroni alpha / m over the primary family, the seed term at its 80% upper confidence
+bound. The recommended design's power is then checked by simulation, and each declared
+control's detection probability at it stated (`plan_power`).
 
 Without a pilot the defaults below stand in; they are rough, and each says where it comes from.
 """
 
 from __future__ import annotations
 
-import itertools
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import dataclass, field, replace
 
 import numpy as np
-import pandas as pd
 
-from ablate import tracking
 from ablate.base.errors import ConfigError, StudyError
-from ablate.report.data.load import load_samples
-from ablate.report.stats import design
+from ablate.report.stats import design, plan_power
 from ablate.report.stats.design import Components, Cost, Design
 from ablate.report.stats.inference import ALPHA, MIN_SEEDS
+from ablate.report.stats.pilot import (  # noqa: F401 (the pilot's API, re-exported)
+    Pilot,
+    contrast_matrices,
+    load_pilot,
+    pilot_components,
+    primary_family,
+)
+from ablate.report.stats.plan_power import PowerCheck
+from ablate.study.controls import declared
+from ablate.study.design_checks import eval_problem_count
 from ablate.study.study import Study
 from ablate.tasks import get_task
 
@@ -52,107 +60,12 @@ DEFAULT_EVAL_SAMPLE_SECONDS, DEFAULT_EVAL_TOKENS = 0.0024, 80
 #: number of evals a token cadence adds
 DEFAULT_LENGTH_FRACTION = 0.52
 TABLE_ROWS = 5
-_CELL = ["arm", "model", "template", "seed"]
-
-
-@dataclass(frozen=True)
-class Pilot:
-    """A pilot's trials (arm, model, template, seed, outcome, steps, evals, problems,
-    train_seconds, run_seconds) and each finished trial's per-problem pass rates at its final
-    eval (keyed by (arm, model, template, seed)); `samples` is the pilot's K."""
-
-    name: str
-    trials: pd.DataFrame
-    rates: dict[tuple, pd.Series]
-    samples: int
-
-
-def _finished_runs(results: Path, study_name: str, tracking_uri: str | None):
-
-    store = tracking.open_store(tracking_uri or tracking.default_uri(results))
-    if not store.exists():
-        raise ConfigError(
-            f"no pilot results in {results} (no {store.kind} at {store.uri}): run the pilot "
-            "there first"
-        )
-    table = store.runs(study_name).one_per_trial()
-    outcome = table.runs["outcome"].fillna("")
-    keep = (table.runs["status"] == "FINISHED") & outcome.isin(["finished", "diverged"])
-    if not keep.any():
-        raise StudyError(f"{results} holds no finished trials of study {study_name!r}")
-    return store, table.where(keep)
-
-
-def load_pilot(results: str | Path, study_name: str, tracking_uri: str | None = None) -> Pilot:
-    """The pilot `study_name` in results folder `results` (or store `tracking_uri`)."""
-
-    store, table = _finished_runs(Path(results), study_name, tracking_uri)
-    runs = table.runs.reset_index(drop=True)
-    trials = runs[["run_id", "trial_id", *_CELL, "outcome"]].astype(object)
-    trials["train_seconds"] = table.metric("budget/wall_seconds").to_numpy(float)
-    trials["run_seconds"] = (runs["end_time"] - runs["start_time"]).to_numpy(float) / 1000
-    trials = trials.replace({pd.NA: np.nan}).dropna(subset=_CELL)  # runs without cell tags
-    trials["seed"] = trials["seed"].astype(int)
-    samples = load_samples(store, trials)
-    finished = trials["outcome"] == "finished"
-    missing = set(trials.loc[finished, "trial_id"]) - set(samples["trial_id"])
-    if missing or samples.empty:
-        raise StudyError(
-            f"the pilot {study_name!r} in {results} has finished trials without per-sample eval "
-            "records (samples/eval_step*.parquet): run it again with this version of ablate"
-        )
-    by_trial = samples.groupby("trial_id")
-    steps, evals = by_trial["step"].max(), by_trial["step"].nunique()
-    final = samples[samples["step"] == samples["trial_id"].map(steps)]
-    rates = final.groupby(["trial_id", "problem_id"])["correct"].mean()
-    trials["steps"] = trials["trial_id"].map(steps).astype(float)
-    trials["evals"] = trials["trial_id"].map(evals).astype(float)
-    trials["problems"] = trials["trial_id"].map(final.groupby("trial_id")["problem_id"].nunique())
-    per_problem = final.groupby(["trial_id", "problem_id"]).size()
-    keyed = {
-        tuple(r[c] for c in _CELL): rates.loc[r["trial_id"]].astype(float)
-        for _, r in trials[finished].iterrows()
-    }
-    return Pilot(study_name, trials, keyed, int(per_problem.max()))
-
-
-def primary_family(study: Study) -> list[tuple[str, str, str]]:
-    """(arm, model, template) of every contrast with the reference in the primary family."""
-    ref = study.reference_arm
-    arms = [a.name for a in study.compared_arms if a.name != ref]
-    return list(itertools.product(arms, study.base_models, study.templates))
-
-
-def _rates(pilot: Pilot, cell: tuple, problems: list) -> np.ndarray:
-    """[J] pass rates of one pilot trial on `problems`; zeros for a diverged trial."""
-    found = pilot.rates.get(cell)
-    return np.zeros(len(problems)) if found is None else found.loc[problems].to_numpy(float)
-
-
-def contrast_matrices(
-    pilot: Pilot, study: Study, ref: str
-) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-    """Per primary contrast "arm · model · template" with 2+ shared pilot seeds: (arm[n, J],
-    ref[n, J]) on the seeds both arms ran and the problems every finished trial evaluated."""
-    seeds_of = pilot.trials.groupby(["arm", "model", "template"])["seed"].apply(set).to_dict()
-    out = {}
-    for arm, model, template in primary_family(study):
-        seeds = sorted(seeds_of.get((arm, model, template), set()))
-        seeds = [s for s in seeds if s in seeds_of.get((ref, model, template), set())]
-        cells = [(a, model, template, s) for a in (arm, ref) for s in seeds]
-        evaluated = [set(pilot.rates[c].index) for c in cells if c in pilot.rates]
-        problems = sorted(set.intersection(*evaluated)) if evaluated else []
-        if len(seeds) < 2 or not problems:
-            continue
-        a = np.stack([_rates(pilot, (arm, model, template, s), problems) for s in seeds])
-        r = np.stack([_rates(pilot, (ref, model, template, s), problems) for s in seeds])
-        out[f"{arm} · {model} · {template}"] = (a, r)
-    return out
 
 
 def default_components() -> Components:
     """One contrast's components from the defaults above: the arms' training variances add
-    (independent trajectories), and so do their per-sample variances."""
+    (independent trajectories), and so do their per-sample variances (no pilot measures how much
+    of it the shared eval draws cancel: the sum is the safe side)."""
     arm_sample_var = DEFAULT_EVAL_SD**2 * DEFAULT_EVAL_SIZE  # mean p(1 − p) of one arm
     return Components(
         seed_var=2 * (DEFAULT_ARM_SEED_SD**2 - DEFAULT_EVAL_SD**2),
@@ -235,6 +148,38 @@ class Plan:
     components: dict[str, Components]  # the pilot's point estimates (or the defaults)
     source: str
     untested: list[str] = field(default_factory=list)  # contrasts the pilot has no data for
+    checks: list[PowerCheck] = field(default_factory=list)  # power at `best`: contrasts, controls
+    own: Design | None = None  # the study's own design (its seeds, eval problems and samples)
+    own_checks: list[PowerCheck] = field(default_factory=list)  # power at `own`
+
+
+def _components(study: Study, pilot: Pilot | None, workers: int):
+    """(contrast components, control components, cost, source) from the pilot or defaults."""
+    if pilot is None:
+        components = {"defaults (every contrast)": default_components()}
+        return components, {}, default_cost(study, workers), "defaults (no pilot)"
+    components = pilot_components(pilot, primary_family(study), study.reference_arm)
+    if not components:
+        raise StudyError(
+            f"the pilot {pilot.name!r} has no contrast with 2 seeds in both arms: run at "
+            f"least 2 (better {MIN_SEEDS}) seeds of the reference and another arm"
+        )
+    keys = [(c.arm, m, t) for c in declared(study) for m, t in _cells(study)]
+    controls = pilot_components(pilot, keys, study.reference_arm)
+    source = f"pilot {pilot.name!r} ({pilot.trials['seed'].nunique()} seeds, K = {pilot.samples})"
+    return components, controls, pilot_cost(pilot, study, workers), source
+
+
+def _checks(study, components, controls, at: Design, alpha, effect, studies) -> list[PowerCheck]:
+    """Power at the design `at` of every contrast and declared control."""
+    checks = plan_power.contrast_checks(components, at, effect, alpha, studies)
+    worst = max(components.values(), key=lambda c: plan_power.variance_at(c, at))
+    cells = _cells(study)
+    return checks + plan_power.control_checks(declared(study), controls, worst, at, cells, studies)
+
+
+def _cells(study: Study) -> list[tuple[str, str]]:
+    return [(m, t) for m in study.base_models for t in study.templates]
 
 
 def make_plan(
@@ -244,8 +189,11 @@ def make_plan(
     pilot: Pilot | None = None,
     workers: int = 1,
     problems: tuple[int, ...] | None = None,
+    studies: int = plan_power.STUDIES,
 ) -> Plan:
-    """The recommended design and the best few (`design.frontier`) for `study`."""
+    """The recommended design and the best few (`design.frontier`) for `study`, with the power
+    at the recommended design of every contrast and declared control, by formula and by
+    `studies` simulated studies (0: by formula only)."""
     if not effect > 0:
         raise ConfigError(f"the effect to detect must be a Δ pass@1 > 0 (got {effect})")
     if workers < 1:
@@ -253,23 +201,7 @@ def make_plan(
     family = primary_family(study)
     if not family:
         raise StudyError(f"study {study.name!r} has no contrast with its reference to plan for")
-    if pilot is None:
-        components = {"defaults (every contrast)": default_components()}
-        cost, source = default_cost(study, workers), "defaults (no pilot)"
-    else:
-        mats = contrast_matrices(pilot, study, study.reference_arm)
-        if not mats:
-            raise StudyError(
-                f"the pilot {pilot.name!r} has no contrast with 2 seeds in both arms: run at "
-                f"least 2 (better {MIN_SEEDS}) seeds of the reference and another arm"
-            )
-        components = {
-            k: design.contrast_components(a, r, pilot.samples) for k, (a, r) in mats.items()
-        }
-        cost = pilot_cost(pilot, study, workers)
-        source = (
-            f"pilot {pilot.name!r} ({pilot.trials['seed'].nunique()} seeds, K = {pilot.samples})"
-        )
+    components, controls, cost, source = _components(study, pilot, workers)
     grid_j = problems or design.problem_grid(eval_split_size(study))
     cheapest = float(cost.hours(design.SEEDS[0], min(grid_j), min(design.SAMPLES)))
     if cheapest > budget_hours:
@@ -281,17 +213,28 @@ def make_plan(
     alpha = ALPHA / len(family)
     grid = design.designs(list(components.values()), cost, alpha, grid_j)
     labels = {f"{a} · {m} · {t}" for a, m, t in family}
+    best = design.recommend(grid, effect, budget_hours)
+    checks = (
+        [] if best is None else _checks(study, components, controls, best, alpha, effect, studies)
+    )
+    own = Design(
+        len(study.seeds), eval_problem_count(study) or min(grid_j), study.eval.n_samples, 0.0, 0.0
+    )
+    own = replace(own, hours=float(cost.hours(own.seeds, own.problems, own.samples)))
     return Plan(
         effect=effect,
         budget_hours=budget_hours,
         family=len(family),
         alpha=alpha,
         cost=cost,
-        best=design.recommend(grid, effect, budget_hours),
+        best=best,
         table=design.frontier(grid, effect, budget_hours)[:TABLE_ROWS],
         components=components,
         source=source,
         untested=sorted(labels - set(components)) if pilot is not None else [],
+        checks=checks,
+        own=own,
+        own_checks=_checks(study, components, controls, own, alpha, effect, studies),
     )
 
 
@@ -310,3 +253,30 @@ def recommendation(plan: Plan) -> str:
         f"no design within budget detects |Δ| = {plan.effect:g}; the best, {shape}, reaches "
         f"|Δ| = {d.mde:.3f} ({where})."
     )
+
+
+def control_lines(plan: Plan) -> list[str]:
+    """One sentence per declared control: its detection probability, stated in advance, at the
+    recommended design and at the study's own."""
+    own = {c.label: c for c in plan.own_checks}
+    out = []
+    for c in plan.checks:
+        if c.kind == "contrast":
+            continue
+        d, o = plan.own, own.get(c.label)
+        at_own = (
+            f"; at the study's own {d.seeds} seeds × {d.problems} × {d.samples}: {o.power:.2f}"
+            f"{_simulated(o)}"
+            if o is not None and d is not None
+            else ""
+        )
+        out.append(
+            f"{c.kind} {c.label} (declared Δ {c.effect:+.3g}): detected with probability "
+            f"{c.power:.2f}{_simulated(c)} at the recommended design, on the contrasts' seeds"
+            f"{at_own}" + (f" ({c.note})" if c.note else "")
+        )
+    return out
+
+
+def _simulated(c: PowerCheck) -> str:
+    return f" ({c.simulated:.2f} simulated)" if c.simulated == c.simulated else ""
