@@ -21,6 +21,7 @@ from devtools.calibration.gates import Gate
 #: The modules with adversarial gates, in report order: (title, module).
 SUITES: tuple[tuple[str, str], ...] = (
     ("claims and findings", "devtools.calibration.claims_adversarial"),
+    ("ablate plan", "devtools.calibration.plan_calibration"),
 )
 
 
