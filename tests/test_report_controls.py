@@ -11,6 +11,7 @@ import pytest
 from scipy import stats as sps
 
 from ablate.factors.presets import baseline
+from ablate.report.claims import sentences
 from ablate.report.render import forest, headline
 from ablate.report.stats import contrasts as cx
 from ablate.report.stats import controls as ctl
@@ -77,6 +78,9 @@ def test_each_control_gets_its_mde_and_detection_at_its_declared_effect():
         assert shown["check"] == f"detected (P(detect) {p:.2f} at its declared {declared:+.3g})"
     labels = [r.label for r in forest.forest_rows(data)]
     assert "noisy (graded control)" in labels and "random (positive control)" in labels
+    said = sentences.control_sentences([positive, graded], data.control_effects)
+    graded_line = [line for line in said if line.startswith("Graded control noisy vs grpo")]
+    assert len(graded_line) == 1 and graded_line[0].endswith(f"{shown['check']}.")
 
 
 def test_a_missed_graded_control_is_not_a_failure_and_a_wrong_side_is_flagged():

@@ -4,11 +4,13 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 
 from ablate.factors import confounds
 from ablate.report.claims.rules import CONTRADICTED, DECIDED, EQUIVALENT, Claim, verdict_text
 from ablate.report.data.load import StudyData
 from ablate.report.stats import contrasts as cx
+from ablate.report.stats import controls as ctl
 from ablate.report.stats import inference
 from ablate.report.stats import measures as m
 from ablate.report.stats import outcomes as oc
@@ -140,10 +142,21 @@ def survival_caveats(data: StudyData) -> list[str]:
     return out
 
 
-def control_sentences(rows: list[cx.ContrastRow]) -> list[str]:
-    """The A/A checks and the positive control, in one sentence each."""
+def control_sentences(
+    rows: list[cx.ContrastRow], declared: Mapping[str, float] | None = None
+) -> list[str]:
+    """The A/A checks and the positive and graded controls, in one sentence each (`declared`:
+    the controls' declared effects, by arm)."""
     out = []
     for r in rows:
+        if r.kind == cx.GRADED:
+            power = ctl.control_power(r, (declared or {}).get(r.arm))
+            stat = f"Δ = {_f(r.contrast.diff.value)} {_interval(r.contrast.diff)}"
+            out.append(
+                f"Graded control {r.arm} vs {r.reference} ({r.cell}): {stat}, "
+                f"{ctl.check(r, power)}."
+            )
+            continue
         d, kind = r.contrast.diff, "A/A check" if r.kind == cx.AA else "Positive control"
         if r.n < inference.MIN_SEEDS:
             out.append(f"{kind} {r.arm} vs {r.reference}: too few seeds (n={r.n}).")
@@ -236,7 +249,9 @@ def findings(
         or ["No contrast is different after Holm."],
         f"Equivalent within {margin}": by[cx.EQUIVALENT],
         "Inconclusive or not testable": by[cx.INCONCLUSIVE] + untestable,
-        "Controls": control_sentences([*aa, *cx.control_contrasts(data)]),
+        "Controls": control_sentences(
+            [*aa, *cx.control_contrasts(data), *cx.graded_contrasts(data)], data.control_effects
+        ),
         "At equal generated tokens" if primary is steps else "At equal steps": (
             _token_disagreements(steps, tokens)
         ),
