@@ -173,7 +173,7 @@ bench: install
 # The report's intervals, marks and power analysis on simulated studies (2,000 per row); ARGS
 # passes options, e.g. make calibrate ARGS="--seed-sd 0.05 --seeds 3,5".
 calibrate: install
-	$(BIN)/python -m devtools calibrate --sequential $(ARGS)
+	$(BIN)/python -m devtools calibrate --sequential --divergence $(ARGS)
 	$(BIN)/python -m devtools calibrate --task-level $(ARGS)
 
 # The same for the compute-performance curves (the README's tables: 400 studies per row, 6-10 min

@@ -112,7 +112,8 @@ def test_saturation_is_the_algorithms_outcome_not_a_failure():
     assert (rows["diverged"].k, rows["diverged"].n) == (2, 4)
     assert (rows["saturated"].k, rows["saturated"].n) == (1, 4)
     assert (rows["failed"].k, rows["failed"].n) == (1, 5)  # the saturated run is not counted
-    assert rows["diverged"].p_value == pytest.approx(sps.fisher_exact([[2, 2], [0, 5]]).pvalue)
+    # Boschloo's exact test, the two arms as the table's columns
+    assert rows["diverged"].p_value == pytest.approx(sps.boschloo_exact([[2, 0], [2, 5]]).pvalue)
     # Holm over the table's three tests
     p = [rows[k].p_value for k in ("diverged", "saturated", "failed")]
     assert [rows[k].p_holm for k in rows] == pytest.approx(list(oc.inference.holm(p)))
@@ -125,7 +126,7 @@ def test_outcome_and_survivor_tables():
     assert [r["outcome"] for r in table.rows] == ["diverged", "failed"]  # no saturation seen
     first = table.rows[0]
     assert first["arm k/n"] == "1/4" and first["reference k/n"] == "0/4"
-    assert np.isnan(table.rows[1]["p (Fisher)"])  # no failure anywhere: no test
+    assert np.isnan(table.rows[1]["p (Boschloo)"])  # no failure anywhere: no test
     assert "Clopper–Pearson" in table.caption and "saturated" in table.caption
     md = formats.to_markdown(table)
     assert "0.250 [0.006, 0.806]" in md  # the exact interval's two ends, asymmetric

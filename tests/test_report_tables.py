@@ -72,7 +72,7 @@ def test_paired_contrasts_by_hand_with_holm_over_the_table(data):
     assert better.reading == noise.reading == "fixed problems"  # no per-problem records
 
 
-def test_a_diverged_trial_enters_the_headline_as_zero():
+def test_a_diverged_trial_is_its_own_outcome_in_the_headline():
     rs = (
         runs(("grpo",))
         + [("better", "m", s, final(BASE[s] + 0.1), "finished") for s in range(3)]
@@ -80,14 +80,32 @@ def test_a_diverged_trial_enters_the_headline_as_zero():
     )
     data = study_data(rs, algorithms=ALGOS, reference="grpo")
     row = next(r for r in cx.headline_contrasts(data) if r.arm == "better")
-    expected = np.mean([0.1, 0.1, 0.1, -BASE[3]])  # the diverged seed: 0 - reference
-    assert row.n == 4 and row.contrast.diff.value == pytest.approx(expected)
+    # Δ among the 3 seeds both arms survived; the diverged seed is counted in the rates
+    assert row.n == 3 and row.contrast.diff.value == pytest.approx(0.1)
+    div = row.divergence
+    assert (div.k, div.n, div.ref_k, div.ref_n) == (1, 4, 0, 4) and div.counts == "1/4 vs 0/4"
+    assert div.p_value == pytest.approx(sps.boschloo_exact([[1, 0], [3, 4]]).pvalue)
+    # hurdle: (1 − 1/4)·mean(survivors of better) − mean(grpo), the old zeros reading's value
+    hurdle = 0.75 * np.mean(np.add(BASE[:3], 0.1)) - np.mean(BASE)
+    assert div.hurdle.value == pytest.approx(hurdle)
+    assert div.hurdle.value == pytest.approx(np.mean([0.1, 0.1, 0.1, -BASE[3]]))
     main = headline.main_table(data)
     cell = next(r for r in main.rows if r["arm"] == "better")
-    assert cell["seeds"] == "4/4 (1 diverged)"
-    assert cell["pass@1"].value == pytest.approx(np.mean([*np.add(BASE[:3], 0.1), 0.0]))
+    assert cell["seeds"] == "4/4 (1 diverged)" and cell["diverged"] == "1/4 vs 0/4"
+    assert cell["pass@1"].value == pytest.approx(np.mean(np.add(BASE[:3], 0.1)))
+    assert cell["hurdle Δ"].value == pytest.approx(hurdle)
+    assert cell["p diverged (Holm)"] == pytest.approx(div.p_value)  # one test in the family
+    assert "Divergence is its own outcome" in main.caption
     lost = survival.survival_table(data).rows[1]
     assert (lost["diverged"], lost["diverged at step"]) == (1, "4")
+
+
+def test_a_study_without_divergence_shows_no_divergence_columns(data):
+    main = headline.main_table(data)
+    assert not {"diverged", "p diverged (Holm)", "hurdle Δ"} & set(main.rows[0])
+    assert "Divergence is its own outcome" not in main.caption
+    row = next(r for r in cx.headline_contrasts(data) if r.arm == "better")
+    assert not row.divergence.any and np.isnan(row.divergence.p_value)  # no event: no test
 
 
 def test_below_three_seeds_no_interval_no_test_and_no_power(data):

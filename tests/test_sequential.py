@@ -8,9 +8,10 @@ import pytest
 from scipy import stats as sps
 
 from ablate.report.data.load import StudyData
+from ablate.report.stats import information as info
 from ablate.report.stats import sequential as sq
 from ablate.report.stats import sequential_data as sd
-from ablate.report.stats.crossed import crossed
+from ablate.report.stats.crossed import DF_BOUND, crossed, look_df
 
 LOOKS = (3, 5, 8, 12, 16)
 
@@ -79,15 +80,26 @@ def _study_like(rng, effect, n=16, problems=32):
     return effect + noise + rng.normal(0, 0.3, (n, problems))
 
 
+def _by_hand(d, k, alpha, kind):
+    """Look k rebuilt from its parts: (information, final, nominal, p)."""
+    c = crossed(d[: LOOKS[k]])
+    t = float(info.fraction(info.ratio(c, DF_BOUND), LOOKS[k], LOOKS[-1]))
+    final = k == len(LOOKS) - 1 or bool(info.seeds_cannot_help(t))
+    nominal = sq.look_levels(LOOKS, k, t, final, alpha, kind)[0]
+    df = look_df(c, min(DF_BOUND, nominal))
+    return t, final, nominal, float(2 * sps.t.sf(abs(c.mean) / c.se, df))
+
+
 def test_replay_stops_at_the_first_look_below_its_nominal_level():
     d = _study_like(np.random.default_rng(1), 0.08)
     r = sq.replay_contrast(d, LOOKS, 0.05, None, "obrien_fleming", name="b − a")
-    nominal = sq.nominal_levels(LOOKS, 0.05, "obrien_fleming")
-    p = [float(crossed(d[:n]).p_value()) for n in LOOKS]
+    looks = [_by_hand(d, k, 0.05, "obrien_fleming") for k in range(len(LOOKS))]
+    nominal, p = [x[2] for x in looks], [x[3] for x in looks]
     first = next(k for k in range(len(LOOKS)) if p[k] < nominal[k])
     assert r.verdict == sq.DIFFERENT and len(r.history) == first + 1
     assert r.final.seeds == LOOKS[first] and r.final.p_value == pytest.approx(p[first])
     assert r.final.low > 0 and r.final.nominal == pytest.approx(nominal[first])
+    assert [look.information for look in r.history] == [x[0] for x in looks[: first + 1]]
     assert all(look.verdict == sq.CONTINUE for look in r.history[:-1])
 
 
@@ -127,9 +139,13 @@ def test_replay_splits_alpha_over_the_family_and_renders():
     d = _study_like(np.random.default_rng(5), 0.0)
     results = sq.replay({"b": (d, None, 5), "c": (d, None, 1)}, LOOKS, 0.05, None, "pocock")
     assert [r.alpha for r in results] == [0.025, 0.025]
-    assert results[1].final.nominal == pytest.approx(sq.nominal_levels(LOOKS, 0.025, "pocock")[0])
+    t = results[1].final.information
+    assert results[1].final.nominal == pytest.approx(_by_hand(d, 0, 0.025, "pocock")[2])
+    assert results[1].final.nominal == pytest.approx(
+        sq.look_levels(LOOKS, 0, t, False, 0.025, "pocock")[0]
+    )
     table = sq.render_history(results)
-    assert table.count("\n") == 2 + 5 + 1 and "| c | 1 | 3 of 3 |" in table
+    assert table.count("\n") == 2 + 5 + 1 and f"| c | 1 | 3 of 3 | {t:.2f} |" in table
     assert sq.look_line(results[0]).startswith("b: look 5 (16 seeds): inconclusive, Δ ")
 
 
@@ -170,17 +186,17 @@ def _data(looks=(3, 4), margin=0.5) -> StudyData:
     )
 
 
-def test_problem_scores_at_the_final_eval_with_diverged_as_zero():
+def test_problem_scores_at_the_final_eval_survivors_only():
     data = _data()
     ref = sd.problem_scores(data, "ref", "m", "t")
     # ref (base 0.5): problem 0 → samples (0, 0.5) < 0.5: [1, 0] → 0.5; problem 1 → 0
     assert list(ref.index) == [10, 11, 13, 14]  # 12 failed
     assert ref.loc[10].tolist() == [0.5, 0.0]
     b = sd.problem_scores(data, "b", "m", "t")
-    assert b.loc[10].tolist() == [1.0, 0.5] and b.loc[11].tolist() == [0.0, 0.0]
+    assert list(b.index) == [10, 12, 13] and b.loc[10].tolist() == [1.0, 0.5]  # 11 diverged
     d, ranks = sd.contrast_differences(data, "b", "m", "t")
-    assert ranks.tolist() == [0, 1, 3]  # seeds 10, 11, 13 (12 failed, 14 still running)
-    assert d.tolist() == [[0.5, 0.5], [-0.5, 0.0], [0.5, 0.5]]
+    assert ranks.tolist() == [0, 3]  # seeds 10, 13 (11 diverged, 12 failed, 14 running)
+    assert d.tolist() == [[0.5, 0.5], [0.5, 0.5]]
 
 
 def test_looks_reached_stops_at_the_first_unsettled_seed():
@@ -189,4 +205,4 @@ def test_looks_reached_stops_at_the_first_unsettled_seed():
     results = sd.replay_study(_data(looks=(3, 5)))
     (key, r), = results.items()  # fmt: skip
     assert key == ("b", "m", "t") and r.name == "b − ref" and len(r.history) == 1
-    assert r.history[0].seeds == 2 and r.verdict == sq.CONTINUE
+    assert r.history[0].seeds == 1 and r.verdict == sq.CONTINUE  # seed 10 only: no test yet

@@ -4,8 +4,11 @@ At look k the trials of the first looks[k] seeds run for the reference arm and f
 contrast is still undecided; A/A replicates and the positive control (checks of the design, not
 in the primary family) run CONTROL_SEEDS seeds at the first look. After each look the results are
 read back and the whole design is replayed from them (`report.stats.sequential_data`), so the
-runner keeps no state of its own: the report shows the very decisions taken here. This lives
-with the commands because the runner (floor 6) must not import the report (floor 7).
+runner keeps no state of its own: the report shows the very decisions taken here. A contrast
+whose remaining seeds would lower its standard error by less than 5% (its arm × problem term
+dominates: `report.stats.information`) gets its final analysis at that look and no more seeds;
+its line says so and recommends more eval problems or samples instead. This lives with the
+commands because the runner (floor 6) must not import the report (floor 7).
 """
 
 from __future__ import annotations

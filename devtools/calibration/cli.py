@@ -79,7 +79,17 @@ def parser() -> argparse.ArgumentParser:
         help="each arm draws its own eval noise",
     )
     add("--seed", type=int, default=0, help="random seed of the simulation")
-    add("--sequential", action="store_true", help="also the sequential design (looks, spending)")
+    add(
+        "--sequential",
+        action="store_true",
+        help="also the sequential design on whole studies: old and new rule beside the fixed "
+        "design (τ 0, 0.5, 1; Δ 0, 0.03, 0.04, 0.05)",
+    )
+    add(
+        "--divergence",
+        action="store_true",
+        help="also divergence as its own outcome: survivors' Δ, hurdle Δ and the exact test",
+    )
     add(
         "--task-level",
         action="store_true",
@@ -124,14 +134,29 @@ def main(argv: list[str] | None = None) -> int:
     print()
     print(calibration.describe(table))
     print(f"({time.perf_counter() - start:.1f} s)")
+    _extra_tables(args)
+    return 0
+
+
+def _extra_tables(args: argparse.Namespace) -> None:
+    """The sequential design's and divergence's tables, when asked for."""
     if args.sequential:
-        from devtools.calibration import sequential
+        from devtools.calibration import sequential_task
 
         start = time.perf_counter()
         print()
-        print(sequential.format_table(sequential.table(args.studies, seed=args.seed), 0.05))
+        rows = sequential_task.table(args.studies, seed=args.seed)
+        print(sequential_task.format_table(rows))
+        print(sequential_task.LEGEND)
         print(f"({time.perf_counter() - start:.1f} s)")
-    return 0
+    if args.divergence:
+        from devtools.calibration import divergence
+
+        start = time.perf_counter()
+        print()
+        print(divergence.format_table(divergence.table(args.studies, seed=args.seed)))
+        print(divergence.LEGEND)
+        print(f"({time.perf_counter() - start:.1f} s)")
 
 
 def _shared_settings(args: argparse.Namespace) -> dict:

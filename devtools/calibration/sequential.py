@@ -1,5 +1,7 @@
 """Calibration of the sequential design (`ablate.report.stats.sequential`): simulated studies run
-through the very replay `ablate run --until-decided` and the report use.
+through the very replay `ablate run --until-decided` and the report use. This is the quick
+normal model of the test suite; the whole-study table (fresh problems, binomial evals, the old
+rule beside the new, `calibrate --sequential`) is `devtools.calibration.sequential_task`.
 
 Why: the boundaries are exact for a z statistic with known variance; the report's statistic is
 a task-level t with few (Satterthwaite) df at early looks, so the promises — family-wise error

@@ -15,11 +15,14 @@ whose J problems are a fresh sample of it. The model, per study:
   arm 0 and kept for every scenario. With `heavy_tails` every u of seed s is multiplied by
   √W_s, W_s = 1/V_s, V_s ~ χ²₃ shared by the arms of the seed: each run's u is then σ/√3 times a
   Student t with 3 df (the same SD σ) and the arms still correlate by ρ;
-- divergence: each run diverges with probability `divergence` q, independently; a diverged run
-  scores 0 on every problem (the headline counts it as pass@1 = 0);
+- divergence: each run of arm a diverges with probability q_a (`divergence`: one q for every
+  arm, or one per arm), independently; a diverged run scores 0 on every problem (the hurdle
+  reading counts it as pass@1 = 0; `TaskStudies.alive` says which runs survived);
 - effects: arm a adds a logit shift δ_a, solved once so that the TASK truths differ by exactly
-  `effects[a]`, truth_a = (1 − q)·E expit(logit p + δ_a + u + τ_a·z) over problems, z and u (with
-  τ > 0 and effect 0 the arms differ problem by problem but not over the task);
+  `effects[a]`, truth_a = (1 − q_a)·μ_a with μ_a = E expit(logit p + δ_a + u + τ_a·z) over
+  problems, z and u, the survivors' mean (with τ > 0 and effect 0 the arms differ problem by
+  problem but not over the task); with `survivor_effects` the survivors' means differ by
+  `effects[a]` instead (μ_a − μ_0), whatever the divergence;
 - eval: K = `samples` samples of problem j by run (a, s) are correct iff U_{s,j,k} < p_{a,s,j};
   with `shared_eval_noise` the arms of a seed share U (common random numbers), else each run
   draws its own (a binomial per problem).
@@ -57,8 +60,9 @@ class TaskModel:
     interaction: float = 0.0  # τ: arm × problem logit SD of arms 1..
     shared_eval_noise: bool = True
     heavy_tails: bool = False
-    divergence: float = 0.0  # q: probability that a run diverges (scores 0 everywhere)
+    divergence: float | tuple[float, ...] = 0.0  # q (per arm): P(a run diverges: scores 0)
     effects: tuple[float, ...] | None = None  # task-level pass@1 differences, effects[0] = 0
+    survivor_effects: bool = False  # effects are differences of the survivors' means
 
     def __post_init__(self) -> None:
         if min(self.arms, self.seeds, self.problems, self.samples) < 1:
@@ -69,8 +73,11 @@ class TaskModel:
             raise ConfigError("seed_sd must be > 0, problem_sd and interaction >= 0")
         if not 0 <= self.shared_fraction <= 1:
             raise ConfigError(f"shared_fraction is a share in [0, 1], got {self.shared_fraction}")
-        if not 0 <= self.divergence < 1:
-            raise ConfigError(f"divergence is a probability in [0, 1), got {self.divergence}")
+        q = np.atleast_1d(np.asarray(self.divergence, dtype=float))
+        if len(q) not in (1, self.arms) or not np.all((q >= 0) & (q < 1)):
+            raise ConfigError(
+                f"divergence is a probability in [0, 1), one or one per arm; got {self.divergence}"
+            )
         if self.effects is not None and (len(self.effects) != self.arms or self.effects[0] != 0):
             raise ConfigError("effects needs one value per arm, and 0 for the reference arm 0")
 
@@ -78,6 +85,11 @@ class TaskModel:
     def sigma(self) -> float:
         """Logit SD of a run's training outcome u."""
         return sigma_for_seed_sd(self.seed_sd, self.base_pass, self.problem_sd, POPULATION)
+
+    @property
+    def qs(self) -> np.ndarray:
+        """Divergence probability per arm: [A]."""
+        return np.broadcast_to(np.asarray(self.divergence, dtype=float), (self.arms,)).copy()
 
     @property
     def spreads(self) -> np.ndarray:
@@ -92,6 +104,8 @@ class TaskStudies:
     fixed: np.ndarray | None  # [studies, arms] truth given each study's problems and z
     shift: np.ndarray  # [arms] the logit effect δ_a
     sigma: float
+    alive: np.ndarray | None = None  # [studies, arms, seeds] bool: the run did not diverge
+    survivors: np.ndarray | None = None  # [arms] the survivors' task truth μ_a
 
 
 @functools.cache
@@ -104,29 +118,35 @@ def mixing_nodes(heavy: bool, k: int = 40) -> tuple[np.ndarray, np.ndarray]:
     return 1 / (2 * x), w / w.sum()
 
 
-def task_mean(model: TaskModel, shift: float, spread: float, sigma: float) -> float:
-    """(1 − q)·E expit(logit base + shift + N(0, problem_sd² + spread² + σ²W)), over W."""
+def task_mean(
+    model: TaskModel, shift: float, spread: float, sigma: float, q: float | None = None
+) -> float:
+    """(1 − q)·E expit(logit base + shift + N(0, problem_sd² + spread² + σ²W)), over W; q is
+    arm 0's divergence unless given."""
     x, wx = normal_nodes(200)
     w_nodes, w_weights = mixing_nodes(model.heavy_tails)
     sd = np.sqrt(model.problem_sd**2 + spread**2 + sigma**2 * w_nodes)  # [m]
     p = special.expit(special.logit(model.base_pass) + shift + sd[:, None] * x)  # [m, 200]
-    return float((1 - model.divergence) * (w_weights @ (p @ wx)))
+    q = model.qs[0] if q is None else q
+    return float((1 - q) * (w_weights @ (p @ wx)))
 
 
 def task_truth(model: TaskModel, sigma: float) -> tuple[np.ndarray, np.ndarray]:
-    """Per-arm logit shifts δ and task truths: ([A], [A]); truth_a − truth_0 = effects[a]."""
+    """Per-arm logit shifts δ and task truths: ([A], [A]); truth_a − truth_0 = effects[a] (or
+    the survivors' means differ by effects[a], with `survivor_effects`)."""
     effects = np.zeros(model.arms) if model.effects is None else np.asarray(model.effects, float)
-    base = task_mean(model, 0.0, 0.0, sigma)
-    target = base + effects
-    if np.any((target <= 0) | (target >= 1 - model.divergence)):
+    qs = model.qs
+    keep = np.zeros(model.arms) if model.survivor_effects else qs  # q the target is read with
+    target = task_mean(model, 0.0, 0.0, sigma, keep[0]) + effects
+    if np.any((target <= 0) | (target >= 1 - keep)):
         raise ConfigError("an effect moves an arm's task pass@1 out of reach; make it smaller")
     shift = np.zeros(model.arms)
     for a, spread in enumerate(model.spreads):
-        if a == 0 or (spread == 0 and effects[a] == 0):
+        if a == 0 or (spread == 0 and effects[a] == 0 and keep[a] == keep[0]):
             continue
-        gap = lambda d, a=a, s=spread: task_mean(model, d, s, sigma) - target[a]  # noqa: E731
+        gap = lambda d, a=a, s=spread: task_mean(model, d, s, sigma, keep[a]) - target[a]  # noqa: E731
         shift[a] = optimize.brentq(gap, -60.0, 60.0, xtol=1e-13)
-    return shift, target
+    return shift, target * (1 - qs) / (1 - keep)
 
 
 def _seed_shifts(model: TaskModel, sigma: float, c: int, rng: np.random.Generator) -> np.ndarray:
@@ -145,11 +165,12 @@ def _fixed_truth(model: TaskModel, logits: np.ndarray, sigma: float) -> np.ndarr
     w_nodes, w_weights = mixing_nodes(model.heavy_tails, 8)
     u = (sigma * np.sqrt(w_nodes)[:, None] * x).ravel()  # [m·12]
     wu = (w_weights[:, None] * wx).ravel()
-    return (1 - model.divergence) * (special.expit(logits[..., None] + u).mean(axis=2) @ wu)
+    return (1 - model.qs) * (special.expit(logits[..., None] + u).mean(axis=2) @ wu)
 
 
 def _draw(model: TaskModel, sigma: float, shift: np.ndarray, c: int, rng, fixed: bool) -> tuple:
-    """One chunk of c studies: (y [c, A, n, J] float32, fixed truth [c, A] or None)."""
+    """One chunk of c studies: (y [c, A, n, J] float32, fixed truth [c, A] or None, alive
+    [c, A, n] bool)."""
     a, n, j, k = model.arms, model.seeds, model.problems, model.samples
     logits = special.logit(model.base_pass) + model.problem_sd * rng.standard_normal((c, 1, j))
     logits = logits + shift[:, None] + model.spreads[:, None] * rng.standard_normal((c, a, j))
@@ -160,9 +181,11 @@ def _draw(model: TaskModel, sigma: float, shift: np.ndarray, c: int, rng, fixed:
         y = np.count_nonzero(draws < p[..., None], axis=-1).astype(np.float32) / k
     else:
         y = (rng.binomial(k, p) / k).astype(np.float32)
-    if model.divergence:
-        y *= rng.random((c, a, n, 1)) >= model.divergence
-    return y, (_fixed_truth(model, logits, sigma) if fixed else None)
+    alive = np.ones((c, a, n, 1), dtype=bool)
+    if model.qs.any():
+        alive = rng.random((c, a, n, 1)) >= model.qs[:, None, None]
+        y *= alive
+    return y, (_fixed_truth(model, logits, sigma) if fixed else None), alive[..., 0]
 
 
 def simulate_task(
@@ -186,4 +209,5 @@ def simulate_task(
     ]
     y = np.concatenate([p[0] for p in parts])
     fixed_truth = np.concatenate([p[1] for p in parts]) if fixed else None
-    return TaskStudies(y, truth, fixed_truth, shift, sigma)
+    alive = np.concatenate([p[2] for p in parts])
+    return TaskStudies(y, truth, fixed_truth, shift, sigma, alive, truth / (1 - model.qs))

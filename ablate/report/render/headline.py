@@ -23,8 +23,10 @@ from ablate.report.render import elicited
 from ablate.report.stats import contrasts as cx
 from ablate.report.stats import controls as ctl
 from ablate.report.stats import crossed, inference
+from ablate.report.stats import divergence as dv
 from ablate.report.stats import measures as m
 from ablate.report.stats import problems as pr
+from ablate.report.stats.information import SEED_GAIN
 from ablate.report.stats.sequential_data import replay_study
 
 UNIT = (0.0, 1.0)  # the range of pass@k: its intervals are clipped there
@@ -53,12 +55,15 @@ def _clipped(est: inference.Estimate, bounds: tuple[float, float] | None) -> inf
 
 def task_estimate(data: StudyData, values: pd.Series, cell: tuple[str, str, str]):
     """An arm's final pass@1 about the task (seeds × problems) when per-problem records exist,
-    else over seeds given the problems; with the reading's name."""
+    else over seeds given the problems, over its surviving seeds (a diverged trial is its own
+    outcome, `stats.divergence`); with the reading's name."""
     rates = pr.final_rates(data)
-    y = pr.complete_matrix(pr.cell_matrix(data, rates, *cell)) if len(rates) else np.empty((0,))
+    y = np.empty((0,))
+    if len(rates):
+        y = pr.complete_matrix(pr.cell_matrix(data, rates, *cell, diverged=False))
     if y.ndim == 2 and y.shape[1] >= 2 and y.shape[0] >= 1:
         return _clipped(crossed.estimate(y), UNIT), cx.TASK
-    return seed_estimate(data, values, cell, headline=True, bounds=UNIT), cx.FIXED
+    return seed_estimate(data, values, cell, bounds=UNIT), cx.FIXED
 
 
 def cell_trials(data: StudyData, cell: tuple[str, str, str]) -> pd.DataFrame:
@@ -78,6 +83,16 @@ def seeds_text(data: StudyData, cell: tuple[str, str, str]) -> str:
     if lost:
         extra.append(f"{lost} failed/missing")
     return text + (f" ({', '.join(extra)})" if extra else "")
+
+
+def _divergence_cells(row: cx.ContrastRow | None) -> dict:
+    """Divergence as its own outcome (a study with divergence only): counts arm vs reference,
+    the exact test Holm-adjusted, the hurdle Δ."""
+    d = row.divergence if row is not None else None
+    if d is None:
+        return {"diverged": None, "p diverged (Holm)": None, "hurdle Δ": None}
+    hurdle = d.hurdle if d.any else None  # no divergence in either arm: Δ pass@1 says it all
+    return {"diverged": d.counts, "p diverged (Holm)": d.p_holm, "hurdle Δ": hurdle}
 
 
 def _contrast_cells(row: cx.ContrastRow | None, arm: str, data: StudyData) -> dict:
@@ -121,8 +136,9 @@ def main_table(data: StudyData) -> Table:
     verdict and the power of that contrast."""
     rows = cx.headline_contrasts(data)
     by_cell = {(r.arm, r.model, r.template): r for r in rows}
-    p1 = m.headline(data, m.final_value(data.history, "eval/pass_at_1"))
+    p1 = m.final_value(data.history, "eval/pass_at_1")
     over_best = elicited.gains_over_best(data) if elicited.has_elicitation(data) else None
+    diverging = dv.has_divergence(data)
     out, readings = [], set()
     for cell in m.cells(data):
         arm, model, template = cell
@@ -131,6 +147,8 @@ def main_table(data: StudyData) -> Table:
         row["pass@1"], reading = task_estimate(data, p1, cell)
         readings.add(reading)
         row.update(_contrast_cells(by_cell.get(cell), arm, data))
+        if diverging:  # a study without divergence shows no divergence columns
+            row.update(_divergence_cells(by_cell.get(cell)))
         if over_best is not None:  # the gain a fair baseline leaves (see the elicited-base table)
             row[elicited.GAIN_OVER_BEST] = over_best.get(cell)
         out.append(row)
@@ -140,8 +158,9 @@ def main_table(data: StudyData) -> Table:
         primary += "; verdicts from its sequential design, see the sequential table"
     caption = (
         f"Final eval pass@1 ({primary}): mean over seeds and eval problems [95% interval "
-        f"{_reading_text(readings)}]; seeds = seeds in the headline / planned (diverged trials "
-        "count as pass@1 = 0). Δ pass@1 = arm − reference, paired by seed and problem; p (Holm) "
+        f"{_reading_text(readings)}]; seeds = finished and diverged / planned. "
+        + (DIVERGENCE_TEXT if diverging else "")
+        + "Δ pass@1 = arm − reference, paired by seed and problem; p (Holm) "
         f"= its test, Holm-adjusted over the {m_family} contrasts of this table; verdict: "
         "different (Holm p < 0.05), equivalent (the 90% interval inside "
         f"{_margin_text(data)}) or inconclusive. MDE 80% = smallest |Δ| this design detects "
@@ -152,6 +171,18 @@ def main_table(data: StudyData) -> Table:
     )
     marks = {"*": f"verdict different: Holm p < 0.05 over the table's {m_family} contrasts"}
     return Table(caption, out, marks, contrast_column="Δ pass@1")
+
+
+DIVERGENCE_TEXT = (
+    "Divergence is its own outcome: pass@1 is over an arm's surviving seeds and Δ pass@1 over "
+    "the seeds where both arms survived (conditional on surviving if divergence picks its "
+    "seeds); diverged = diverged / trials with an algorithm outcome, arm vs reference, p "
+    "diverged (Holm) = Boschloo's exact test of the two rates, Holm over the table; hurdle Δ "
+    "(where either arm diverged) = (1 − q_arm)·pass@1_arm − (1 − q_ref)·pass@1_ref, a diverged "
+    "run counted as 0, with a "
+    "delta-method interval (conservative with few seeds: 0 of 5 diverged cannot rule out a "
+    "real rate). "
+)
 
 
 def _reading_text(readings: set[str]) -> str:
@@ -252,20 +283,29 @@ def sequential_table(data: StudyData) -> Table:
                     "contrast": result.name,
                     "look": look.look,
                     "seeds": f"{look.seeds} of {look.planned}",
+                    "information": look.information,
                     "Δ pass@1": inference.Estimate(look.estimate, look.low, look.high, look.seeds),
                     "p": look.p_value,
                     "nominal level": look.nominal,
-                    "verdict": look.verdict,
+                    "verdict": look.verdict + (SEEDS_CANNOT_HELP if look.seeds_cannot_help else ""),
                 }
             )
     caption = (
         f"Sequential design: looks at {list(data.looks)} seeds, alpha spent by "
-        f"{data.spending.replace('_', '–')} (Lan–DeMets), Bonferroni over the primary family; a "
-        "contrast stops at the first look where p < its nominal level (different) or its "
-        f"interval at 1 − 2·(TOST level) lies inside {_margin_text(data)} (equivalent). Δ with "
-        "its repeated confidence interval at 1 − nominal level; task-level (seeds × problems)."
+        f"{data.spending.replace('_', '–')} (Lan–DeMets) at each look's information fraction "
+        "(information = Var(Δ̂) projected to the last look / Var(Δ̂) now, from the seeds × "
+        "problems components), Bonferroni over the primary family; a contrast stops at the first "
+        "look where p < its nominal level (different), its interval at 1 − 2·(TOST level) lies "
+        f"inside {_margin_text(data)} (equivalent), or the remaining seeds would lower its SE by "
+        f"less than {100 * SEED_GAIN:.0f}% (seeds cannot help: the look spends all its alpha; "
+        "more eval problems or "
+        "samples would help). Δ with its repeated confidence interval at 1 − nominal level; "
+        "task-level (seeds × problems), among the seeds where both arms survived."
     )
     return Table(caption, out)
+
+
+SEEDS_CANNOT_HELP = ": seeds cannot help, more problems or samples would"
 
 
 def has_looks(data: StudyData) -> bool:

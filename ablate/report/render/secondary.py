@@ -53,27 +53,27 @@ def outcomes_table(data: StudyData) -> Table:
         row = {"arm": r.arm, "base · template": f"{r.model} · {r.template}", "outcome": r.outcome}
         row |= {"arm k/n": f"{r.k}/{r.n}", "rate [95% exact]": r.rate}
         row |= {"reference k/n": f"{r.ref_k}/{r.ref_n}", "reference rate": r.ref_rate}
-        row |= {"Δ rate": r.diff, "p (Fisher)": r.p_value, "p (Holm)": r.p_holm}
+        row |= {"Δ rate": r.diff, "p (Boschloo)": r.p_value, "p (Holm)": r.p_holm}
         rows.append(row)
     caption = (
-        "How trials ended, per arm against the reference arm in each base · template cell: "
-        "k of n trials, the rate with its exact (Clopper–Pearson) 95% interval, Fisher's exact "
+        "How trials ended, per arm against the reference arm in each base · template cell: k of"
+        " n trials, the rate with its exact (Clopper–Pearson) 95% interval, Boschloo's exact "
         "test on the 2×2 counts (exact at any count, and it needs no pairing by seed), Holm "
         "over the table; – : no test (no event in either arm). diverged: a non-finite loss or "
-        "weight; it counts as pass@1 = 0 in the headline. saturated: the algorithm's data "
-        "filter ran out of informative groups (dynamic sampling could not fill a batch, or "
-        "No-Positive-Resampling retired every prompt): the algorithm's outcome, not a failure; "
-        "these trials stopped before their final eval, so the headline leaves them out and "
-        "they are counted here only. Divergence and saturation rates are over the trials with "
-        "an algorithm outcome (finished, diverged, saturated); failed (the harness's outcome: "
-        "an infrastructure or data error, a killed run) over every ended trial; missing and "
-        "unfinished trials count nowhere."
+        "weight; the headline compares its rate beside Δ among survivors. saturated: the "
+        "algorithm's data filter ran out of informative groups (dynamic sampling could not fill"
+        " a batch, or No-Positive-Resampling retired every prompt): the algorithm's outcome, "
+        "not a failure; these trials stopped before their final eval, so the headline leaves "
+        "them out and they are counted here only. Divergence and saturation rates are over the "
+        "trials with an algorithm outcome (finished, diverged, saturated); failed (the "
+        "harness's outcome: an infrastructure or data error, a killed run) over every ended "
+        "trial; missing and unfinished trials count nowhere."
     )
     return Table(caption, rows)
 
 
 def survivors_table(data: StudyData) -> Table:
-    """pass@1 among surviving seeds beside the headline's diverged-as-zero pass@1."""
+    """pass@1 among surviving seeds (the headline's) beside the diverged-as-zero (hurdle) one."""
     final = m.final_value(data.history, "eval/pass_at_1")
     headline_values = m.headline(data, final)
     rows = []
@@ -95,11 +95,12 @@ def survivors_table(data: StudyData) -> Table:
         row["pass@1, finished only"] = seed_estimate(data, final, cell, bounds=UNIT)
         rows.append(row)
     caption = (
-        "Final pass@1 two ways, mean over seeds [95% t interval]: the headline's, with each "
-        "diverged trial as 0, and among the trials that finished (survivors) only. The "
-        "survivors' mean is conditional on surviving: an arm that diverges on its hardest seeds "
-        "looks better there than it is; read it beside the divergence rate (table 'outcomes'). "
-        "Saturated trials stopped before their final eval and are in neither."
+        "Final pass@1 two ways, mean over seeds [95% t interval]: with each diverged trial as "
+        "0 (the hurdle reading, (1 − q)·μ), and among the trials that finished (survivors, μ: "
+        "the headline's reading, beside its divergence columns). The survivors' mean is "
+        "conditional on surviving: an arm that diverges on its hardest seeds looks better there "
+        "than it is; read it beside the divergence rate (table 'outcomes'). Saturated trials "
+        "stopped before their final eval and are in neither."
     )
     return Table(caption, rows)
 

@@ -1,6 +1,6 @@
 """Survivorship: how many trials each arm planned, finished, lost to divergence, saturation or
 failure, and every trial that did not finish with its reason. A lost trial is listed, never
-dropped in silence (the headline counts a diverged one as pass@1 = 0)."""
+dropped in silence (the headline reads divergence as its own outcome, `stats.divergence`)."""
 
 from __future__ import annotations
 

@@ -7,7 +7,9 @@ template, about the task.
   task's mean difference, not only these J problems' (an arm × problem interaction widens it).
   The fixed-problem reading (paired t over per-seed means, conditional on the J problems) is
   kept beside it, labelled.
-- At equal steps: final eval pass@1 (diverged trials as 0, `measures.DIVERGED_RULE`).
+- At equal steps: final eval pass@1 among the seeds where both arms survived, with divergence
+  as its own outcome beside it (`stats.divergence`: the rates' exact test and the hurdle Δ;
+  `measures.DIVERGED_RULE`). Without divergence this is every seed, as before.
 - At equal generated tokens: the eval made on reaching the token mark every trial reached.
 - A/A: a replicate arm against its twin, on the same paired path (it shares their data order
   and eval samples; only its rollouts differ). Positive control: its own family.
@@ -30,6 +32,7 @@ from scipy.stats import norm
 from ablate.report.data.load import StudyData
 from ablate.report.data.memo import per_study
 from ablate.report.stats import crossed, inference
+from ablate.report.stats import divergence as dv
 from ablate.report.stats import measures as m
 from ablate.report.stats import problems as pr
 from ablate.report.stats.design import upper_factor
@@ -64,6 +67,7 @@ class ContrastRow:
     verdict: str = INCONCLUSIVE
     diffs: np.ndarray | None = field(default=None, repr=False, compare=False)
     """The [n, J] per-(seed, problem) differences of the task-level reading."""
+    divergence: dv.Divergence | None = None  # headline rows: divergence as its own outcome
 
     @property
     def significant(self) -> bool:
@@ -166,15 +170,18 @@ def _compared_pairs(data: StudyData) -> list[tuple[str, str, str, str]]:
 
 
 def _final(data: StudyData) -> Values:
-    """Per-problem matrices at each trial's final eval; per-seed values when none are logged."""
+    """Per-problem matrices at each trial's final eval, surviving trials only; per-seed values
+    when none are logged."""
     rates = pr.final_rates(data)
-    values = m.headline(data, m.final_value(data.history, "eval/pass_at_1"))
+    values = m.final_value(data.history, "eval/pass_at_1")
 
     def values_for(arm: str, model: str, template: str):
-        cell = pr.cell_matrix(data, rates, arm, model, template) if len(rates) else None
+        cell = None
+        if len(rates):
+            cell = pr.cell_matrix(data, rates, arm, model, template, diverged=False)
         if cell is not None and not cell.empty:
             return cell, float("nan"), "final eval"
-        by_seed = m.by_seed(data, values, arm, model, template, with_diverged=True)
+        by_seed = m.by_seed(data, values, arm, model, template)
         return by_seed, float("nan"), "final eval"
 
     return values_for
@@ -188,7 +195,7 @@ def _at_tokens(data: StudyData) -> Values:
             s = data.samples
             at = s["trial_id"].map(steps)
             rates = pr.rates_at(s[s["step"] == at])
-            cell = pr.cell_matrix(data, rates, arm, model, template)
+            cell = pr.cell_matrix(data, rates, arm, model, template, diverged=False)
             if not cell.empty:
                 return cell, tokens, how
         by_seed = m.by_seed(data, m.headline(data, values), arm, model, template)
@@ -234,10 +241,21 @@ def _sd_upper(sd: float, n: int) -> float:
 
 @per_study
 def headline_contrasts(data: StudyData) -> list[ContrastRow]:
-    """Every compared arm vs the reference at equal steps (final eval), one Holm family; with a
-    sequential design (`looks`), each verdict is the design's (`sequential_verdicts`)."""
+    """Every compared arm vs the reference at equal steps (final eval, surviving seeds), one
+    Holm family, each with its divergence (`with_divergence`); with a sequential design
+    (`looks`), each verdict is the design's (`sequential_verdicts`)."""
     rows = _rows(data, STEPS, _final(data), _compared_pairs(data))
-    return sequential_verdicts(data, with_holm_and_power(rows, data.margin))
+    rows = with_divergence(data, with_holm_and_power(rows, data.margin))
+    return sequential_verdicts(data, rows)
+
+
+def with_divergence(data: StudyData, rows: list[ContrastRow]) -> list[ContrastRow]:
+    """Each row's divergence counts, exact test (Holm over the rows) and hurdle Δ."""
+    found = [
+        dv.contrast_divergence(data, r.arm, r.reference, (r.model, r.template), r.diffs, r.contrast)
+        for r in rows
+    ]
+    return [replace(r, divergence=d) for r, d in zip(rows, dv.with_holm(found), strict=True)]
 
 
 UNDECIDED = "undecided: looks remain"
@@ -258,6 +276,8 @@ def sequential_verdicts(data: StudyData, rows: list[ContrastRow]) -> list[Contra
         look = res.final
         verdict = UNDECIDED if res.verdict == CONTINUE else res.verdict
         note = f"look {look.look} of {len(data.looks)} ({look.seeds} seeds)"
+        if look.seeds_cannot_help:
+            note += "; seeds cannot help: more problems or samples would"
         out.append(replace(row, verdict=verdict, note=note))
     return out
 

@@ -40,17 +40,24 @@ def trend(history: pd.DataFrame, metric: str, window: float = 0.25) -> pd.Series
     return late - early
 
 
-#: How a diverged trial enters the headline (never silently dropped): its policy is broken (non-
-#: finite weights), so it solves nothing. Failed trials (an infrastructure or data error, not
-#: the algorithm's doing) and missing ones are listed and left out.
+#: How a diverged trial enters the report (never silently dropped): divergence is its own
+#: outcome (`stats.divergence`). The headline contrasts read Δ among the seeds where both arms
+#: survived beside the divergence rates' exact test and the hurdle Δ; measures that do not
+#: separate the two count a diverged trial as pass@k = 0 (`headline`): its policy is broken
+#: (non-finite weights), so it solves nothing. Failed trials (an infrastructure or data error,
+#: not the algorithm's doing) and missing ones are listed and left out.
 DIVERGED_RULE = (
-    "a diverged trial enters every eval measure of the headline as pass@k = 0 (its policy has "
-    "non-finite weights and solves nothing); failed and missing trials are listed, not averaged"
+    "divergence is its own outcome: the headline's Δ is read among the seeds where both arms "
+    "survived, beside the divergence rates (Boschloo's exact test) and the hurdle Δ (a "
+    "diverged trial as pass@1 = 0); measures that do not separate the two count a diverged "
+    "trial as pass@k = 0 (its policy has non-finite weights and solves nothing); failed and "
+    "missing trials are listed, not averaged"
 )
 
 
 def headline(data: StudyData, values: pd.Series) -> pd.Series:
-    """`values` (an eval pass@k per trial) with every diverged trial set to 0 (DIVERGED_RULE)."""
+    """`values` (an eval pass@k per trial) with every diverged trial set to 0: the hurdle
+    reading (DIVERGED_RULE)."""
     out = values.astype(float).copy()
     for trial_id in data.diverged()["trial_id"]:
         out.loc[trial_id] = 0.0

@@ -2,8 +2,8 @@
 
 A trial ends one of four ways (`outcome_class`):
 - finished: trained to its budget; its final eval enters the headline.
-- diverged: a non-finite loss, gradient or weight (`DivergedError`): the algorithm's outcome; the
-  headline counts it as pass@1 = 0 (`measures.DIVERGED_RULE`).
+- diverged: a non-finite loss, gradient or weight (`DivergedError`): the algorithm's outcome,
+  its own outcome in the headline too (`stats.divergence`, `measures.DIVERGED_RULE`).
 - saturated: the algorithm's own data filter ran out of informative data, so the trial stopped
   early: dynamic sampling found too few groups with unequal rewards within `max_gen_batches`, or
   No-Positive-Resampling retired every training prompt. The trainer ends such a trial with
@@ -17,17 +17,22 @@ A trial ends one of four ways (`outcome_class`):
 Rates are over the trials that ended: divergence and saturation over the trials with an
 algorithm outcome (finished, diverged, saturated: a harness failure says nothing about whether
 the algorithm would have diverged), failure over every ended trial. Each arm's rate is compared
-with the reference arm's in the same base model · template cell by Fisher's exact test on the
-2×2 counts (conditional on the margins, so exact at any count, and it needs no seed-by-seed
-pairing: a seed whose partner failed or is missing still counts; McNemar's exact test on paired
-seeds would keep only the discordant pairs of seeds run in both arms, few at these rates). A
-table with no event in either arm (or only events) has a single possible outcome under its
-margins: no test, NaN. Each rate has its exact Clopper–Pearson interval; Holm adjusts the
-table's tests together.
+with the reference arm's in the same base model · template cell by Boschloo's exact test on the
+2×2 counts (`exact_p`): unconditional, its size at most alpha for any common rate, and at
+least as powerful as Fisher's conditional test (exactly, over all tables: at 10 seeds an arm
+diverging 20% of the time against none is detected with probability 0.12 vs 0.03, at 30% 0.35
+vs 0.15; under equal rates 0.1–0.4 at 5–16 seeds it rejects 0.001–0.041 vs 0.001–0.019). It
+needs no seed-by-seed pairing: a seed whose partner failed or is missing still counts;
+McNemar's exact test on paired seeds would keep only the discordant pairs, few at these rates.
+If the arms of a seed share a tendency to diverge (the same data order), the difference of the
+counts varies less than the test assumes, so it only grows more conservative. A table with no
+event in either arm (or only events) has a single possible outcome under its margins: no test,
+NaN. Each rate has its exact Clopper–Pearson interval; Holm adjusts the table's tests together.
 """
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -94,6 +99,20 @@ def fisher_p(k: int, n: int, ref_k: int, ref_n: int) -> float:
     return float(sps.fisher_exact(table, alternative="two-sided").pvalue)
 
 
+def exact_p(k: int, n: int, ref_k: int, ref_n: int) -> float:
+    """Two-sided Boschloo exact p of k/n against ref_k/ref_n (module docstring); NaN where
+    `fisher_p` has no test (an empty group, no event or only events)."""
+    if not np.isfinite(fisher_p(k, n, ref_k, ref_n)):
+        return float("nan")
+    return _boschloo(int(k), int(n), int(ref_k), int(ref_n))
+
+
+@functools.lru_cache(maxsize=4096)
+def _boschloo(k: int, n: int, ref_k: int, ref_n: int) -> float:
+    table = [[k, ref_k], [n - k, ref_n - ref_k]]  # columns: the two groups
+    return float(min(sps.boschloo_exact(table, alternative="two-sided").pvalue, 1.0))
+
+
 def rate(k: int, n: int) -> inference.Estimate:
     """k/n with its exact 95% interval; N = n trials."""
     low, high = clopper_pearson(k, n)
@@ -114,7 +133,7 @@ class OutcomeRow:
     n: int
     ref_k: int
     ref_n: int
-    p_value: float  # Fisher's exact test, two-sided; NaN: no test
+    p_value: float  # Boschloo's exact test, two-sided; NaN: no test
     p_holm: float = float("nan")
 
     @property
@@ -154,7 +173,7 @@ def outcomes_of(data: StudyData) -> list[str]:
 @per_study
 def outcome_contrasts(data: StudyData) -> list[OutcomeRow]:
     """Every compared arm's outcome rates against the reference's, per base model · template,
-    Fisher's exact test each, Holm over the table."""
+    Boschloo's exact test each, Holm over the table."""
     ref, rows = data.reference_arm, []
     cells = data.trials[["model", "template"]].drop_duplicates().itertuples(index=False)
     kinds = outcomes_of(data)
@@ -168,7 +187,7 @@ def outcome_contrasts(data: StudyData) -> list[OutcomeRow]:
                 continue
             for kind in kinds:
                 (k, n), (rk, rn) = counts(mine, kind), counts(theirs, kind)
-                p = fisher_p(k, n, rk, rn)
+                p = exact_p(k, n, rk, rn)
                 rows.append(OutcomeRow(arm, ref, model, template, kind, k, n, rk, rn, p))
     adjusted = inference.holm([r.p_value for r in rows]) if rows else []
     return [replace(r, p_holm=float(p)) for r, p in zip(rows, adjusted, strict=True)]

@@ -2,7 +2,9 @@
 
 From `StudyData.samples` (every eval sample of every trial): a trial's pass rate on each eval
 problem at one eval step (the mean of its K samples). A diverged trial enters as 0 on every
-problem (`measures.DIVERGED_RULE`); failed and missing trials are left out, as everywhere.
+problem where a reading counts it so, and is left out of the survivors' reading that the
+headline contrasts use (`measures.DIVERGED_RULE`); failed and missing trials are left out, as
+everywhere.
 """
 
 from __future__ import annotations
@@ -36,15 +38,22 @@ def rates_at(samples: pd.DataFrame) -> pd.DataFrame:
 
 
 def cell_matrix(
-    data: StudyData, rates: pd.DataFrame, arm: str, model: str, template: str
+    data: StudyData,
+    rates: pd.DataFrame,
+    arm: str,
+    model: str,
+    template: str,
+    *,
+    diverged: bool = True,
 ) -> pd.DataFrame:
     """seed × problem_id pass rates of one cell: complete trials from `rates`, diverged trials
-    as a row of zeros; a trial with no eval samples is left out (it has no per-problem record)."""
+    as a row of zeros (the hurdle reading; `diverged=False`: left out, the survivors' reading);
+    a trial with no eval samples is left out (it has no per-problem record)."""
     t = data.trials
     t = t[(t["arm"] == arm) & (t["model"] == model) & (t["template"] == template)]
     rows = {}
     for trial in t.itertuples():
-        if trial.outcome == "diverged" and len(rates.columns):
+        if trial.outcome == "diverged" and len(rates.columns) and diverged:
             rows[trial.seed] = pd.Series(0.0, index=rates.columns)
         elif trial.complete and trial.trial_id in rates.index:
             rows[trial.seed] = rates.loc[trial.trial_id]

@@ -1,5 +1,6 @@
 """A study's results → the inputs of the sequential replay (`sequential.replay`): per-(seed,
-problem) differences arm − reference at each trial's final eval, and how many looks have been run.
+problem) differences arm − reference at each trial's final eval on the seeds where both
+survived, and how many looks have been run.
 
 Stateless on purpose: `ablate run --until-decided` and the report rebuild the same look history
 from the same results, so the decision the runner took is the one the report shows.
@@ -31,10 +32,10 @@ def seed_order(data: StudyData, model: str, template: str) -> list[int]:
 
 
 def problem_scores(data: StudyData, arm: str, model: str, template: str) -> pd.DataFrame:
-    """Pass rate per seed (rows) and eval problem (columns) at each trial's final eval step
-    (`problems.cell_matrix`: a diverged trial scores 0 on every problem; failed and missing
-    trials have no row)."""
-    table = pr.cell_matrix(data, pr.final_rates(data), arm, model, template)
+    """Pass rate per seed (rows) and eval problem (columns) at each trial's final eval step,
+    surviving trials only (`problems.cell_matrix`): the design tests the survivors' Δ, as the
+    headline does (`stats.divergence`); diverged, failed and missing trials have no row."""
+    table = pr.cell_matrix(data, pr.final_rates(data), arm, model, template, diverged=False)
     if table.empty:
         return table
     table.index = table.index.astype(int)
