@@ -14,7 +14,7 @@ from ablate.factors.presets import baseline
 from ablate.report.claims import analytic, arms, rules, tutorial
 from ablate.report.data.load import StudyData
 from ablate.report.stats import inference
-from ablate.report.stats.contrasts import template_contrasts
+from ablate.report.stats.template_contrasts import template_contrasts
 
 SEEDS = range(6)
 GRPO = dataclasses.replace(baseline("grpo"), kl_coef=0.0)  # no KL: it would confound the pairs

@@ -22,6 +22,8 @@ from devtools.calibration.gates import Gate
 SUITES: tuple[tuple[str, str], ...] = (
     ("claims and findings", "devtools.calibration.claims_adversarial"),
     ("ablate plan", "devtools.calibration.plan_calibration"),
+    ("sequential design", "devtools.calibration.sequential_task"),
+    ("divergence", "devtools.calibration.divergence"),
 )
 
 

@@ -126,7 +126,8 @@ def survival_caveats(data: StudyData) -> list[str]:
             out.append(
                 f"{len(diverged)} of {len(rows)} {arm} trials diverged"
                 + (f" (at step {steps})" if steps else "")
-                + "; by rule they count as pass@1 = 0 in the headline."
+                + "; the headline reads divergence as its own outcome (Δ among the seeds where "
+                "both arms survived, beside the divergence rates and their exact test)."
             )
         if saturated:
             out.append(

@@ -42,7 +42,7 @@ from ablate.report.claims.rules import (
 from ablate.report.data.load import StudyData
 from ablate.report.data.memo import per_study
 from ablate.report.stats import measures as m
-from ablate.report.stats.contrasts import template_contrasts
+from ablate.report.stats.template_contrasts import template_contrasts
 
 
 # --- (1b) length growth of incorrect answers, (2) clip-higher and entropy ---------------------

@@ -11,7 +11,7 @@ from ablate.report.render.headline import UNIT, seed_estimate, seeds_text
 from ablate.report.stats import inference
 from ablate.report.stats import measures as m
 from ablate.report.stats import outcomes as oc
-from ablate.report.stats.contrasts import template_contrasts
+from ablate.report.stats.template_contrasts import template_contrasts
 
 
 def measures_table(data: StudyData) -> Table:
