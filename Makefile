@@ -175,6 +175,8 @@ bench: install
 calibrate: install
 	$(BIN)/python -m devtools calibrate --sequential --divergence $(ARGS)
 	$(BIN)/python -m devtools calibrate --task-level $(ARGS)
+	$(BIN)/python -m devtools calibrate --claims $(ARGS)
+	$(BIN)/python -m devtools calibrate --adversarial $(ARGS)
 
 # The same for the compute-performance curves (the README's tables: 400 studies per row, 6-10 min
 # per scenario at 3, 5 and 10 seeds, one process per scenario on the 2 cores);
