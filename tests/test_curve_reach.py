@@ -51,12 +51,18 @@ def test_a_noise_free_arm_is_recovered_and_its_pseudo_values_equal_the_estimate(
 
 
 def test_the_midpoint_must_lie_margin_times_inside_the_observed_compute():
-    inside = pooled_fit({0: (C, sigmoid(C, 0.85, 1.2, 6e6 / (MARGIN * 1.5), 0.52), 0.52)})
+    """The fit's own rules, on one seed (`bend=False`: the seeds' curvature test needs three,
+    `tests/test_curve_plateau.py`)."""
+
+    def fit(r):
+        return pooled_fit({0: (C, r, 0.52)}, bend=False)
+
+    inside = fit(sigmoid(C, 0.85, 1.2, 6e6 / (MARGIN * 1.5), 0.52))
     assert inside.identified, inside.unidentified
-    late = pooled_fit({0: (C, sigmoid(C, 0.85, 1.2, 6e6 / (MARGIN * 0.7), 0.52), 0.52)})
+    late = fit(sigmoid(C, 0.85, 1.2, 6e6 / (MARGIN * 0.7), 0.52))
     assert "midpoint is not bracketed" in late.unidentified
     # a rise before the evals, then a plateau: A is identified, the shape (B, C_mid) is not
-    early = pooled_fit({0: (C, sigmoid(C, 0.85, 3.0, 6e4 * MARGIN * 0.7, 0.52), 0.52)})
+    early = fit(sigmoid(C, 0.85, 3.0, 6e4 * MARGIN * 0.7, 0.52))
     assert early.identified and early.params[0] == pytest.approx(0.85, abs=1e-3)
     assert "within 3× of the first fitted eval" in early.shape_unidentified
     assert inside.shape_unidentified == "" and late.shape_unidentified == late.unidentified
