@@ -180,3 +180,14 @@ def test_a_noise_free_simulated_seed_is_its_expected_curve():
         c, r, r0, truth = simulate_seed(model, np.random.default_rng(0))
         assert r0 == pytest.approx(0.52, abs=1e-5)
         assert r == pytest.approx(mean_curve(model, truth, c), abs=1e-5)
+
+
+def test_the_adversarial_gates_hold_at_a_small_size():
+    """`adversarial_gates` at 30 studies (the lead's `calibrate --adversarial` runs it larger):
+    the fit's rules alone would show a plateau on ~55% of lines in log compute, far above the
+    gate's 5% + 3 Monte-Carlo errors."""
+    from devtools.calibration.curve_calibration import adversarial_gates
+
+    gates = adversarial_gates(30)
+    assert len(gates) == 8 and all(g.name.startswith("curves: ") for g in gates)
+    assert all(g.passed for g in gates), [g.line() for g in gates if not g.passed]

@@ -8,7 +8,7 @@ counted over the studies that show it; how often A is withheld (not identified),
 the fit's rules alone (ceiling, midpoint, B; no evidence of a bend) would have withheld it; how
 often an A is shown whose interval misses (over all studies). For the marks: how often two arms
 drawn from one truth are marked different, and how often an arm's forecast "departs". On curves
-the sigmoid does not describe (`curve_plateau`): how often a plateau is claimed where none is
+the sigmoid does not describe (PLATEAU_SCENARIOS): how often a plateau is claimed where none is
 seen.
 
     python -m devtools curve-calibration [studies [scenario]]   # the README's tables
@@ -178,19 +178,20 @@ def plateau_table(studies: int, seed_counts: tuple[int, ...], only: str | None =
 
 def adversarial_gates(studies: int, seed: int = 0) -> list[Gate]:
     """The curve report's gates off its default model: a plateau shown on a line in log compute
-    (3 and 5 seeds) at most 5%; a two-phase curve's A shown with an interval that misses the
-    plateau seen at most 5% (3 seeds); A's coverage on a curve levelled within the compute
-    (5 seeds) in [0.93, 0.97], over the studies that show it. About 20 s at 100 studies."""
+    at most 5% (3, 5 and 10 seeds); a two-phase curve's A shown with an interval that misses
+    the plateau seen within the compute at most 5% (3 and 5 seeds); A's coverage on a curve
+    levelled within the compute in [0.93, 0.97] over the studies that show it (5 seeds). About
+    20 s at 100 studies on one core."""
     line = PLATEAU_SCENARIOS["line in log compute: 0.12 per decade"]
     gates = []
-    for n in (3, 5):
+    for n in (3, 5, 10):
         c = coverage(line, n, studies, seed)
         name = f"curves: plateau shown on a line in log compute, {n} seeds"
         gates.append(at_most(name, 1 - c["withheld"], 0.05, studies))
     for name, model in PLATEAU_SCENARIOS.items():
-        if model.shape == "two-phase":
-            c = coverage(model, 3, studies, seed)
-            label = f"curves: A shown and wrong, {name}, 3 seeds"
+        for n in (3, 5) if model.shape == "two-phase" else ():
+            c = coverage(model, n, studies, seed)
+            label = f"curves: A shown and wrong, {name}, {n} seeds"
             gates.append(at_most(label, c["A shown and wrong"], 0.05, studies))
     name = "levelled within the compute: A 0.85, C_mid 400k"
     c = coverage(SCENARIOS[name], 5, studies, seed)
