@@ -258,10 +258,13 @@ class FakeLLM:
         generator = None if p.seed is None else torch.Generator().manual_seed(p.seed + child)
         eos, tokens, logprobs = runner.tokenizer.eos_token_id, [], []
         finish, text = "length", ""
+        cache, feed = None, prompt
         with torch.inference_mode():
             for _ in range(p.max_tokens):
-                logits = runner.model(input_ids=torch.tensor([prompt + tokens])).logits[0, -1]
-                token, logprob = sample_step(logits, p, generator, self.logprobs_mode)
+                out = runner.model(input_ids=torch.tensor([feed]), cache=cache, use_cache=True)
+                cache = out.cache
+                token, logprob = sample_step(out.logits[0, -1], p, generator, self.logprobs_mode)
+                feed = [token]
                 tokens.append(token)
                 logprobs.append({token: Logprob(logprob)})
                 text = runner.tokenizer.decode(tokens, skip_special_tokens=True)
