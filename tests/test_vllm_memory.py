@@ -91,3 +91,16 @@ def test_the_fake_refuses_a_build_the_device_has_no_room_for(monkeypatch, tmp_pa
         fake.LLM(str(tmp_path), gpu_memory_utilization=UTILIZATION)
     assert len(kept) == 3
     fake.parallel_state.cleanup_dist_env_and_memory()
+
+
+def test_close_releases_the_memory_even_when_vllms_shutdown_raises(fake_vllm, monkeypatch):
+    tokenizer = char_tokenizer()
+    engine = vllm_engine.VLLMEngine(tiny_llama(seed=0, tokenizer=tokenizer), tokenizer)
+
+    def dead():
+        raise RuntimeError("engine core died")
+
+    monkeypatch.setattr(engine.llm.llm_engine.engine_core, "shutdown", dead)
+    with pytest.raises(RuntimeError, match="engine core died"):
+        vllm_engine.close()
+    assert fake_vllm.cuda.memory_reserved() == 0 and vllm_engine._SHARED is None

@@ -104,13 +104,15 @@ def close() -> None:
     shared, _SHARED = _SHARED, None
     if shared is None:
         return
-    _release(shared.llm)
-    shared.folder.cleanup()
-    del shared
-    gc.unfreeze()  # as vLLM's cleanup_dist_env_and_memory: a frozen heap is never collected
-    gc.collect()
-    if torch.cuda.is_available():
-        torch.cuda.empty_cache()
+    try:
+        _release(shared.llm)
+    finally:
+        shared.folder.cleanup()
+        del shared
+        gc.unfreeze()  # as vLLM's cleanup_dist_env_and_memory: a frozen heap is never collected
+        gc.collect()
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
 
 
 def _release(llm) -> None:
