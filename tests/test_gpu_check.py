@@ -41,6 +41,7 @@ def test_make_gpu_check_without_a_gpu_prints_its_plan_and_exits_0_in_seconds():
     )
     assert done.returncode == 0 and time.monotonic() - start < 20
     assert "nothing was checked" in done.stdout and "240 s in all" in done.stdout
+    assert "torch >= 2.4 and transformers >= 4.45" in done.stdout
     for part in ("cuda-parity", "hf-engine", "trial", "vllm", "size-4.2M"):
         assert part in done.stdout
     assert not (ROOT / ".venv-gpu").exists()

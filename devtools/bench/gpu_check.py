@@ -142,6 +142,14 @@ def environment_problems() -> tuple[list[str], dict[str, str]]:
     return problems, versions
 
 
+def needs_line() -> str:
+    floors = " and ".join(f"{p} >= {v}" for p, v in MIN_VERSIONS.items())
+    return (
+        f"It needs the machine's own {floors} (vLLM only where already importable); "
+        "the check installs nothing."
+    )
+
+
 def environment_line(versions: dict[str, str], device: str, vllm: bool) -> str:
     found = ", ".join(f"{p} {v} (>= {MIN_VERSIONS[p]})" for p, v in versions.items())
     vllm_text = f"vLLM {metadata.version('vllm')}" if vllm else "no vLLM"
@@ -166,6 +174,7 @@ def main(argv: list[str] | None = None) -> int:
         why = args.reason or ("a dry run" if args.dry_run else "torch sees no CUDA GPU here")
         print(f"gpu-check: nothing was checked ({why}). With a CUDA GPU it runs:")
         print("\n".join(plan_lines(parts, args.budget_s, args.out)))
+        print(needs_line())
         return 0
     problems, versions = environment_problems()
     if problems:
