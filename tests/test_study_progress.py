@@ -161,20 +161,27 @@ def test_watch_study_shows_a_line_at_starts_and_ends_and_every_few_minutes_betwe
     hooks.on_plan([a, b], 0)
     hooks.on_trial_start(a, 0, 2)
     assert calls == ["start"] and len(shown) == 2
-    for step, t in [(1, 10.0), (2, 110.0), (3, 210.0)]:
-        now[0] = t
-        hooks.on_step(step, 4, {})
-    assert calls == ["start", "step", "step", "step"] and len(shown) == 2  # within 5 minutes
-    now[0] = 310.0
+    now[0] = 10.0
+    hooks.on_step(1, 4, {})  # one step: no time per step yet
+    assert len(shown) == 2
+    now[0] = 110.0
+    hooks.on_step(2, 4, {})  # the first measurable estimate is shown at once
+    assert shown[-1] == (
+        "study: 0 of 2 trials done, 1 running, 1 left; about 10m00s to go (100.00 s/step)"
+    )
+    now[0] = 210.0
+    hooks.on_step(3, 4, {})
+    assert calls == ["start", "step", "step", "step"] and len(shown) == 3  # within 5 minutes
+    now[0] = 410.0
     hooks.on_step(4, 4, {})
     assert (
         shown[-1]
-        == "study: 0 of 2 trials done, 1 running, 1 left; about 6m40s to go (100.00 s/step)"
+        == "study: 0 of 2 trials done, 1 running, 1 left; about 8m53s to go (133.33 s/step)"
     )
-    now[0] = 320.0
+    now[0] = 420.0
     hooks.on_trial_end(SimpleNamespace(trial_id="a"))
-    assert shown[-1].startswith("study: 1 of 2 trials done, 0 running, 1 left; about 5m20s to go")
-    assert len(shown) == 4
+    assert shown[-1].startswith("study: 1 of 2 trials done, 0 running, 1 left; about ")
+    assert len(shown) == 5
 
 
 def test_watch_study_counts_trials_started_in_workers():

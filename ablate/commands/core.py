@@ -57,7 +57,7 @@ def demo(
     from rich.console import Console
 
     from ablate.base.threads import apply_threads
-    from ablate.commands.run import print_summary, run_with_progress, write_report
+    from ablate.commands.run import echo_opening, print_summary, run_with_progress, write_report
     from ablate.study.preflight import check_results_dir, preflight_study
     from ablate.study.study import load_study
 
@@ -66,6 +66,7 @@ def demo(
     check_results_dir(results)  # before a zoo build that may take minutes
     _ensure_zoo(loaded.base_models, console)
     preflight_study(loaded, results)
+    echo_opening(loaded, workers)
     apply_threads()
     start = time.perf_counter()
     outcomes = run_with_progress(loaded, results=results, workers=workers, tracking_uri=None)

@@ -127,8 +127,9 @@ def watch_study(
     watch: Any = None,
 ) -> Any:
     """`hooks` (a `RunHooks`) with the study's progress added: `show(line)` after the plan and
-    each trial's start and end and, at a step, once `every` seconds have passed since the last
-    line. `watch`: the `StudyWatch` to keep the progress in (a display may read its counts)."""
+    each trial's start and end, at the first step that makes the time to go measurable and, at
+    a step, once `every` seconds have passed since the last line. `watch`: the `StudyWatch` to
+    keep the progress in (a display may read its counts)."""
     import dataclasses
 
     from ablate.commands.study_progress import StudyWatch
@@ -137,8 +138,12 @@ def watch_study(
     shown_at = [-math.inf]
     current = [""]  # workers == 1: the trial its steps belong to
 
+    estimated = [False]  # the time to go shown once measurable, not `every` seconds later
+
     def emit(now: float, force: bool) -> None:
-        if force or now - shown_at[0] >= every:
+        first = not estimated[0] and watch.clock.seconds_per_step() is not None
+        if force or first or now - shown_at[0] >= every:
+            estimated[0] = estimated[0] or first
             shown_at[0] = now
             show(watch.line())
 

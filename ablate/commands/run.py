@@ -55,6 +55,7 @@ def run(
     if until_decided:
         check_design(loaded)
     preflight_study(loaded, results, tracking_uri or None)
+    echo_opening(loaded, workers)
     apply_threads()  # this process runs the Pass@G phase (and the trials when workers == 1)
     where = dict(results=results, workers=workers, tracking_uri=tracking_uri or None)
     where["launch"] = launch_flags.runner_launch(study, loaded, launch)
@@ -72,6 +73,14 @@ def run(
         typer.echo(f"detached: `ablate status {study} --results {results}` shows every trial")
         return
     summarise_and_report(loaded, outcomes, results, out, tracking_uri or None)
+
+
+def echo_opening(study, workers: int) -> None:
+    """What the study will run and about how long it takes, before anything runs."""
+    from ablate.commands.opening import opening_lines
+
+    for line in opening_lines(study, workers):
+        typer.echo(line)
 
 
 def summarise_and_report(study, outcomes, results: str, out: str, tracking_uri: str | None):

@@ -232,9 +232,13 @@ class Cost:
     fixed_trials: int = 0
     workers: int = 1
 
+    def trial_seconds(self, problems, samples):
+        """One trial's seconds at J problems × K samples per eval (arrays broadcast)."""
+        return self.train_seconds + self.evals * problems * samples * self.eval_sample_seconds
+
     def hours(self, n, problems, samples) -> np.ndarray:
         n, J, K = (np.asarray(x, dtype=float) for x in (n, problems, samples))
-        trial = self.train_seconds + self.evals * J * K * self.eval_sample_seconds
+        trial = self.trial_seconds(J, K)
         return (self.trials_per_seed * n + self.fixed_trials) * trial / self.workers / 3600
 
 
