@@ -166,17 +166,16 @@ def ui(study):
         cmd, cwd=root, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
     )
     lines: list[str] = []
-    threading.Thread(target=lambda: lines.extend(proc.stdout), daemon=True).start()
     base = f"http://127.0.0.1:{port}"
-    deadline = time.time() + 240  # ~40 s on 2 busy cores
-    while time.time() < deadline and proc.poll() is None:
-        try:
-            with urllib.request.urlopen(f"{base}/health", timeout=5) as response:
-                if response.status == 200:
-                    break
-        except OSError:
-            time.sleep(1)
+    deadline = time.time() + 240  # ~40 s on 2 busy cores; "still starting" every 30 s
+    for line in proc.stdout:  # the links come once the server answers (its readiness poll)
+        lines.append(line)
+        if line.startswith("Ctrl-C stops the server") or time.time() > deadline:
+            break
+    threading.Thread(target=lambda: lines.extend(proc.stdout), daemon=True).start()
     try:
+        with urllib.request.urlopen(f"{base}/health", timeout=5) as response:
+            assert response.status == 200  # answering when the links were printed
         assert proc.poll() is None, "ablate ui exited"
         links = [line.split(": ", 1)[1].strip() for line in lines if "browser_check:" in line]
         assert links and links[0].startswith(f"{base}/#/experiments/"), lines

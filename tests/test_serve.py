@@ -152,3 +152,63 @@ def test_a_taken_port_is_one_line_suggesting_a_free_one_and_writes_nothing(tmp_p
             free.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             free.bind(("127.0.0.1", suggested))
     assert not (tmp_path / "results").exists()
+
+
+#: Like `mlflow server` starting up: INFO lines first, then (a moment later) an HTTP server
+#: whose /health answers 200.
+SLOW_HTTP_SERVER = """
+import http.server, sys, time
+for i in range(50):
+    print(f"INFO mlflow.server: starting worker {i}", flush=True)
+time.sleep(1.0)
+class Health(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(200 if self.path == "/health" else 404)
+        self.end_headers()
+        self.wfile.write(b"OK")
+    def log_message(self, *args):
+        print("INFO request", *args, file=sys.stderr, flush=True)
+http.server.HTTPServer(("127.0.0.1", int(sys.argv[1])), Health).serve_forever()
+"""
+
+#: The readiness callback: checks the server answers at that moment, says so, then stops ablate.
+ON_READY = """
+import os, signal, sys, urllib.request
+from ablate.commands.serve import Readiness, serve_until_signalled
+port, log = sys.argv[1], sys.argv[2]
+url = f"http://127.0.0.1:{port}/health"
+def ready():
+    with urllib.request.urlopen(url, timeout=5) as response:
+        print(f"LINKS after the server answered {response.status}", flush=True)
+    os.kill(os.getpid(), signal.SIGTERM)
+code = serve_until_signalled(sys.argv[3:], log=log, ready=Readiness(url, ready, remind_s=0.0))
+sys.exit(code)
+"""
+
+
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads /proc")
+def test_links_come_once_the_server_answers_and_its_own_output_goes_to_a_log(tmp_path):
+    port, log = _free_port(), tmp_path / "ui.log"
+    cmd = [sys.executable, "-c", ON_READY, str(port), str(log)]
+    cmd += [sys.executable, "-c", SLOW_HTTP_SERVER, str(port)]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 128 + signal.SIGTERM, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[-1] == "LINKS after the server answered 200"
+    assert any(line.startswith("still starting") for line in lines[:-1])  # said while it starts
+    assert "INFO" not in done.stdout + done.stderr  # the server's lines went to its log
+    assert log.read_text().count("INFO mlflow.server: starting worker") == 50
+    assert not _listening(port)
+
+
+def test_a_server_that_exits_before_answering_names_its_log(tmp_path, capsys):
+    from ablate.commands.serve import Readiness, serve_until_signalled
+
+    log, called = tmp_path / "ui.log", []
+    crash = [sys.executable, "-c", "import sys; print('Error: no such database'); sys.exit(3)"]
+    url = f"http://127.0.0.1:{_free_port()}/health"
+    assert (
+        serve_until_signalled(crash, log=log, ready=Readiness(url, lambda: called.append(1))) == 3
+    )
+    assert called == [] and "no such database" in log.read_text()
+    assert f"the server exited with status 3: its log is {log}" in capsys.readouterr().err

@@ -48,25 +48,71 @@ def ui(
         )
     check_port(host, port)  # before the database is touched: a refusal writes nothing
     store.init()  # a fresh folder gets its (empty) database, as the server would create it
-    print_study_links(browser, host, port)
-    # SystemExit, not typer.Exit: cli.main runs Typer without standalone mode
-    raise SystemExit(serve_until_signalled(browser.command(host, port)))
-
-
-def print_study_links(browser, host: str, port: int) -> None:
-    """Write each study's saved view of its runs (grouped by arm, headline metrics and the
-    differing Algorithm fields as columns) and print the link that opens it on the model-training
-    side of the UI (MLflow 3 opens an experiment on its GenAI overview otherwise)."""
-    shown = "127.0.0.1" if host in ("0.0.0.0", "::") else host
-    base = f"http://{shown}:{port}"
+    base = f"http://{'127.0.0.1' if host in ('0.0.0.0', '::') else host}:{port}"
     pages = browser.publish(base)
-    print(f"{browser.name}: {base}" + ("" if pages else " (no study in this results folder yet)"))
+    log = ui_log(results, port)
+    print(f"{browser.name}: starting on {base} (its own log: {log}) ...", flush=True)
+    ready = Readiness(
+        url=base + getattr(browser, "health_path", "/"),
+        on_ready=lambda: print_study_links(browser.name, base, pages),
+    )
+    # SystemExit, not typer.Exit: cli.main runs Typer without standalone mode
+    raise SystemExit(serve_until_signalled(browser.command(host, port), log=log, ready=ready))
+
+
+def ui_log(results: str, port: int):
+    """Where the server's own output goes: `RESULTS/ui-PORT.log` (a temporary folder's when the
+    results folder does not exist, e.g. a PostgreSQL store): its INFO lines would flood the
+    terminal and bury the links."""
+    import tempfile
+    from pathlib import Path
+
+    folder = Path(results)
+    return (folder if folder.is_dir() else Path(tempfile.gettempdir())) / f"ui-{port}.log"
+
+
+def print_study_links(name: str, base: str, pages) -> None:
+    """Each study's saved view of its runs and the link that opens it on the model-training side
+    of the UI (MLflow 3 opens an experiment on its GenAI overview otherwise), printed once the
+    server answers: a link printed earlier opens an error page."""
+    print(f"{name}: {base}" + ("" if pages else " (no study in this results folder yet)"))
     for page in pages:
         print(f"  {page.study}: {page.url}")
         if page.report_url:
             print(f"  {page.study} report: {page.report_url}")
     if pages:
-        print("  (a study page's charts button shows its headline curves per arm)", flush=True)
+        print("  (a study page's charts button shows its headline curves per arm)")
+    print("Ctrl-C stops the server.", flush=True)
+
+
+class Readiness:
+    """The server's readiness poll: GET `url` until it answers below 500, then `on_ready()`;
+    a line every `remind_s` while it starts (the first start on 2 busy cores takes ~40 s)."""
+
+    def __init__(self, url: str, on_ready, remind_s: float = 30.0) -> None:
+        self.url, self.on_ready, self.remind_s = url, on_ready, remind_s
+
+    def wait(self, child, stopped) -> None:
+        """Poll until the server answers, `child` exits or `stopped()` (a signal came)."""
+        import time
+        import urllib.error
+        import urllib.request
+
+        started = reminded = time.monotonic()
+        while child.poll() is None and not stopped():
+            try:
+                with urllib.request.urlopen(self.url, timeout=2) as response:
+                    if response.status < 500:
+                        return self.on_ready()
+            except urllib.error.HTTPError as exc:
+                if exc.code < 500:
+                    return self.on_ready()
+            except OSError:
+                pass
+            if time.monotonic() - reminded >= self.remind_s:
+                reminded = time.monotonic()
+                print(f"still starting ({reminded - started:.0f} s) ...", flush=True)
+            time.sleep(0.5)
 
 
 def check_port(host: str, port: int) -> None:
@@ -132,10 +178,11 @@ if send(signal.SIGTERM):
 """
 
 
-def serve_until_signalled(cmd: list[str]) -> int:
+def serve_until_signalled(cmd: list[str], log=None, ready: Readiness | None = None) -> int:
     """Run `cmd` in a new process group until it exits or ablate gets SIGTERM / SIGINT; then
-    stop the whole group (SIGTERM, SIGKILL after `STOP_GRACE_S`). Returns the exit status:
-    the child's, or 128 + the signal that stopped it."""
+    stop the whole group (SIGTERM, SIGKILL after `STOP_GRACE_S`). Its output goes to `log` (a
+    path; else ablate's own); `ready` is polled once it started. Returns the exit status: the
+    child's, or 128 + the signal that stopped it."""
     import os
     import signal
     import subprocess
@@ -143,8 +190,14 @@ def serve_until_signalled(cmd: list[str]) -> int:
 
     from ablate.base.lifetime import die_with_parent
 
+    out = open(log, "ab") if log is not None else None  # noqa: SIM115 (closed below)
     child = subprocess.Popen(  # SIGTERM from the kernel once ablate dies (Linux)
-        cmd, env=os.environ.copy(), start_new_session=True, preexec_fn=die_with_parent
+        cmd,
+        env=os.environ.copy(),
+        start_new_session=True,
+        preexec_fn=die_with_parent,
+        stdout=out,
+        stderr=out,
     )
     guard = subprocess.Popen(
         [sys.executable, "-c", GUARD, str(os.getpid()), str(child.pid), str(STOP_GRACE_S)],
@@ -159,6 +212,8 @@ def serve_until_signalled(cmd: list[str]) -> int:
     watched = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)  # SIGHUP: its terminal closed
     previous = {s: signal.signal(s, forward) for s in watched}
     try:
+        if ready is not None:
+            ready.wait(child, stopped=lambda: bool(received))
         code = child.wait()
     finally:
         stop_group(child)
@@ -166,6 +221,10 @@ def serve_until_signalled(cmd: list[str]) -> int:
         guard.wait()
         for s, handler in previous.items():
             signal.signal(s, handler)
+        if out is not None:
+            out.close()
+    if code and not received and log is not None:
+        print(f"the server exited with status {code}: its log is {log}", file=sys.stderr)
     return 128 + received[0] if received else code
 
 

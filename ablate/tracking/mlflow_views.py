@@ -194,6 +194,7 @@ class MLflowUI:
     """`ablate ui` on an MLflow database: `mlflow server` on it, and each study's saved view."""
 
     name = "MLflow UI"
+    health_path = "/health"  # answers 200 once the server serves (`ablate ui` polls it)
 
     def __init__(self, uri: str) -> None:
         self.uri = uri

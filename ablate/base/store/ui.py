@@ -21,6 +21,7 @@ class StoreUI(Protocol):
     """A store's browser UI (`ablate ui`)."""
 
     name: str  # e.g. "MLflow UI"
+    # Optional `health_path` (default "/"): the path `ablate ui` polls before printing links.
 
     def command(self, host: str, port: int) -> list[str]:
         """The server to start (argv), serving this store on `host:port`."""
