@@ -200,7 +200,7 @@ def _headers(page) -> set[str]:
     return set(page.eval_on_selector_all(".ag-header-cell", "e => e.map(h => h.innerText)"))
 
 
-def test_ui_opens_the_study_on_its_runs_grouped_by_arm(study, ui, ui_page):
+def test_ui_opens_the_study_on_its_runs_grouped_by_cell(study, ui, ui_page):
     root, report = study
     page, requests = ui_page
     page.goto(ui[1])
@@ -214,7 +214,7 @@ def test_ui_opens_the_study_on_its_runs_grouped_by_arm(study, ui, ui_page):
     for name in runs["run_name"]:  # one row per trial, named arm | model | template | seed N
         assert name in body
         assert name.startswith(("grpo | rl_ready | plain | seed", "dr_grpo | rl_ready | plain"))
-    assert "Group: grpo" in body and "(average)" in body  # arm means first
+    assert "Group: grpo | rl_ready | plain" in body and "(average)" in body  # cell means first
     headers = _headers(page)
     expected = {"eval/pass_at_1", "eval/pass_at_2", "reward/mean", "algo.scale", "algo.loss_agg"}
     assert expected <= headers, headers

@@ -361,3 +361,16 @@ def test_design_fields_are_checked_before_compute():
     text = str(err.value)
     assert "looks=(2, 9)" in text and "primary='tokens'" in text
     assert "equivalence_margin=2" in text and "positive_control='nope'" in text
+
+
+def test_runs_carry_their_cell_and_the_parent_the_arms_in_declared_order():
+    import json
+
+    from ablate.base.store import tags as tag
+    from ablate.study.trial_run import study_tags, trial_tags
+
+    study = make(arms=[arm("grpo", "grpo"), arm("nostd", "grpo", scale="none")], seeds=[3])
+    trial = next(t for t in study.trials() if t.arm == "nostd")
+    assert trial_tags(study, trial)[tag.CELL] == "nostd | rl_ready | plain"
+    assert json.loads(study_tags(study)[tag.ARMS]) == ["grpo", "nostd"]
+    assert study_tags(study)[tag.REFERENCE_ARM] == "grpo"

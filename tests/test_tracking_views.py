@@ -62,9 +62,51 @@ def test_view_shows_headline_metrics_differing_fields_and_trial_tags(store):
     assert "params.`algo.clip_low`" not in columns and "params.`seed`" not in columns
     assert "tags.`ablate.arm`" in columns and "tags.`ablate.seed`" in columns
     groups = [g["groupByData"] for g in state["groupBy"]["groupByKeys"]]
-    assert groups == ["ablate.arm", "ablate.model"]  # the template does not vary
-    assert state["searchFilter"] == "tags.`ablate.study` = 'views'"
+    assert groups == ["ablate.cell"]  # one group per arm × base model × template
+    assert state["searchFilter"] == (
+        "tags.`ablate.study` = 'views' and attributes.status = 'FINISHED'"
+    )
     assert [c["metricKey"] for c in state["compareRunCharts"]] == ["eval/pass_at_1"]
+
+
+def test_each_trial_run_gets_its_cell_and_its_arms_colour_and_the_experiment_says_how_to_read(
+    store,
+):
+    from mlflow.tracking import MlflowClient
+
+    from ablate.base.palette import OKABE_ITO
+
+    uri, study = store
+    publish_views(uri)
+    api = MlflowClient(uri)
+    runs = api.search_runs([study.experiment_id], "tags.`ablate.kind` = 'trial'")
+    cells = {r.data.tags["mlflow.runName"]: r.data.tags["ablate.cell"] for r in runs}
+    assert cells["dr_grpo | mid | plain | seed 1"] == "dr_grpo | mid | plain"
+    assert len(set(cells.values())) == 4  # 2 arms × 2 base models
+    colors = {(r.data.tags["ablate.arm"], r.data.tags["mlflow.runColor"]) for r in runs}
+    assert colors == {("grpo", OKABE_ITO[0]), ("dr_grpo", OKABE_ITO[1])}  # in the order they ran
+    description = api.get_experiment(study.experiment_id).tags["mlflow.note.content"]
+    assert "grouped by cell" in description and description.endswith("views, other.")
+
+
+def test_the_view_hides_a_running_trial_from_its_cells_average(tmp_path):
+    from mlflow.tracking import MlflowClient
+
+    uri = default_uri(tmp_path)
+    open_store(uri).init()
+    study = MLflowStudy.open(uri, "live")
+    for seed, close in ((0, True), (1, False)):
+        tags = {"ablate.arm": "grpo", "ablate.seed": str(seed), "ablate.model": "rl_ready"}
+        tracker = study.trial_tracker(f"t{seed}", run_name=f"seed {seed}", tags=tags)
+        tracker.log_metrics({"eval/pass_at_1": 0.5}, 1)
+        if close:
+            tracker.close()
+    study.close()
+    view = publish_view(uri, "live")
+    api = MlflowClient(uri)
+    state = json.loads(api.get_experiment(view.experiment_id).tags[VIEW_TAG + view.key])
+    shown = api.search_runs([view.experiment_id], state["searchFilter"])
+    assert sorted(r.data.tags.get("ablate.seed", "parent") for r in shown) == ["0", "parent"]
 
 
 def test_links_open_the_model_training_side_on_the_view(store):
@@ -112,17 +154,21 @@ def test_the_view_hides_the_runs_of_trials_an_edited_study_dropped(tmp_path):
         study.trial_tracker(trial_id, run_name=trial_id, tags=tags).close()
     view = publish_view(uri, "edited")  # not marked yet: every run
     tags = MlflowClient(uri).get_experiment(study.experiment_id).tags
-    assert json.loads(tags[VIEW_TAG + view.key])["searchFilter"] == "tags.`ablate.study` = 'edited'"
+    assert json.loads(tags[VIEW_TAG + view.key])["searchFilter"] == (
+        "tags.`ablate.study` = 'edited' and attributes.status = 'FINISHED'"
+    )
 
     assert study.mark_plan({"new-0", "new-1"}) == 1
     runs = {r.data.tags["ablate.trial_id"]: r.data.tags[CURRENT] for r in study._trial_runs()}
     assert runs == {"old-0": "false", "new-0": "true", "new-1": "true"}
+    study.close()  # the study ended: its parent run (with the report) is in the view
     view = publish_view(uri, "edited")
     state = json.loads(
         MlflowClient(uri).get_experiment(study.experiment_id).tags[VIEW_TAG + view.key]
     )
-    assert (
-        state["searchFilter"] == "tags.`ablate.study` = 'edited' and tags.`ablate.current` = 'true'"
+    assert state["searchFilter"] == (
+        "tags.`ablate.study` = 'edited' and tags.`ablate.current` = 'true' "
+        "and attributes.status = 'FINISHED'"
     )
     shown = MlflowClient(uri).search_runs([study.experiment_id], state["searchFilter"])
     trials = [r.data.tags["ablate.trial_id"] for r in shown if "ablate.trial_id" in r.data.tags]

@@ -29,13 +29,12 @@ from ablate import tracking
 from ablate.base.errors import ConfigError
 from ablate.base.locks import file_lock
 from ablate.base.sql_urls import driver_url
-from ablate.base.store import tags as tag
 from ablate.study import trial_run
 from ablate.study.identity import identified_trials
 from ablate.study.preflight import preflight_study
 from ablate.study.runner import results_paths
 from ablate.study.study import Study, Trial
-from ablate.study.trial_run import RunHooks, TrialOutcome
+from ablate.study.trial_run import RunHooks, TrialOutcome, study_tags
 
 if TYPE_CHECKING:
     import optuna
@@ -124,7 +123,7 @@ def prepare(study: Study, config: WorkerConfig, trials: list[Trial] | None = Non
         store.init()
         parent = store.open_study(study.name)
         if parent.run_id not in _parent_ids(optuna_study):  # first worker: tag the new parent
-            parent.set_tags({tag.REFERENCE_ARM: study.reference_arm, **tracking.environment_tags()})
+            parent.set_tags({**study_tags(study), **tracking.environment_tags()})
             optuna_study.set_user_attr("ablate_parent_run_id", parent.run_id)
         enqueue_missing(optuna_study, identified_trials(study) if trials is None else trials)
     return TrialQueue(optuna_study, storage)

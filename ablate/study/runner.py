@@ -16,7 +16,6 @@ from pathlib import Path
 from ablate import tracking
 from ablate.base.errors import StoreError
 from ablate.base.locks import file_lock
-from ablate.base.store import tags as tag
 from ablate.study.identity import identified_trials
 from ablate.study.pool import run_parallel
 from ablate.study.preflight import preflight_study
@@ -28,6 +27,7 @@ from ablate.study.trial_run import (
     TrialOutcome,
     notify,
     run_trial,
+    study_tags,
     trial_outcome,
 )
 
@@ -79,7 +79,7 @@ def run_study(
         store.init()
         parent = store.open_study(study.name)
     with store_errors(store), _parent_closed_on_error(parent):
-        parent.set_tags({tag.REFERENCE_ARM: study.reference_arm, **tracking.environment_tags()})
+        parent.set_tags({**study_tags(study), **tracking.environment_tags()})
         parent.mark_plan({t.id for t in trials})  # views and summaries: this plan's runs only
         if study.passk is not None:
             base_phases(study, paths, parent, hooks)

@@ -66,6 +66,14 @@ def trial_outcome(trial: Trial, outcome: str, message: str = "", final=None) -> 
     return TrialOutcome(trial.id, trial.arm, s.model, s.template, s.seed, outcome, message, final)
 
 
+def study_tags(study: Study) -> dict[str, str]:
+    """The study's parent run's own tags: its reference arm and its arms in declared order."""
+    return {
+        tag.REFERENCE_ARM: study.reference_arm,
+        tag.ARMS: json.dumps([a.name for a in study.arms]),
+    }
+
+
 def trial_tags(study: Study, trial: Trial) -> dict[str, str]:
 
     s = trial.spec
@@ -78,6 +86,7 @@ def trial_tags(study: Study, trial: Trial) -> dict[str, str]:
         tag.MODEL: s.model,
         tag.MODEL_WEIGHTS: s.model_weights,
         tag.TEMPLATE: s.template,
+        tag.CELL: f"{trial.arm} | {s.model} | {s.template}",
         tag.TASK: s.task,
         tag.BUDGET: json.dumps(s.budget.__dict__, sort_keys=True),
         **tracking.algorithm_diff_tags(s.algorithm, reference),

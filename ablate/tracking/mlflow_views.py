@@ -8,10 +8,12 @@ parameter `workflowType=machine_learning`. The experiment tag `mlflow.experiment
 
 The view is a shared view state: an experiment tag `mlflow.sharedViewState.<key>` holding the
 runs page's state as JSON, opened by the URL parameter `viewStateShareKey=<key>`. Ours shows the
-study's runs grouped by arm (and base model / template where they vary) with their average,
-each trial run named `arm | model | template | seed N`, and as columns the headline metrics,
-the Algorithm fields that differ between the arms and the trial tags; its charts open on the
-headline curves.
+study's finished runs grouped by cell (`arm | model | template`: an arm's seeds on one base
+model, never arms of different bases averaged together) with their average, each trial run
+named `arm | model | template | seed N`, and as columns the headline metrics, the Algorithm
+fields that differ between the arms and the trial tags; its charts open on the headline
+curves. Each trial run carries its arm's colour (`mlflow.runColor`, the report's palette), and
+the experiment's description says how to read the view.
 """
 
 from __future__ import annotations
@@ -21,7 +23,19 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from ablate.base.store.tags import ARM, CURRENT, MODEL, OUTCOME, PLAN_MARKED, SEED, STUDY, TEMPLATE
+from ablate.base.palette import arm_color
+from ablate.base.store.tags import (
+    ARM,
+    ARMS,
+    CELL,
+    CURRENT,
+    MODEL,
+    OUTCOME,
+    PLAN_MARKED,
+    SEED,
+    STUDY,
+    TEMPLATE,
+)
 from ablate.base.store.ui import StudyPage
 from ablate.tracking.mlflow_client import (
     EXPERIMENT_TAGS,
@@ -35,6 +49,19 @@ from ablate.tracking.mlflow_client import (
 )
 
 VIEW_TAG = "mlflow.sharedViewState."
+RUN_COLOR = "mlflow.runColor"
+DESCRIPTION = "mlflow.note.content"  # the experiment's description in the UI
+#: Only runs that ended (finished or diverged): a running trial's partial metrics would enter
+#: its cell's average; failed and killed runs are the report's "trials that did not finish".
+ENDED = "attributes.status = 'FINISHED'"
+READING = (
+    "ablate results. Each study's link (printed by `ablate ui`) opens its runs grouped by cell "
+    "(arm | base model | template): a group's values are the mean over its finished seeds of the "
+    "last logged value, e.g. the final eval pass@1. Running, failed and killed runs are hidden "
+    "(clear the `attributes.status` filter to see them). Each arm has its report colour. These "
+    "averages are descriptive: the study's report (its second link) holds the contrasts, their "
+    "intervals and verdicts. Studies here: {studies}."
+)
 #: Metrics shown first, when the runs logged them: the last logged value is the final eval.
 HEADLINE = (
     "eval/pass_at_1",
@@ -130,14 +157,11 @@ def view_state(study: str, runs: list[Any], *, plan_marked: bool = False) -> dic
     columns = [_column("metrics", k) for k in metrics]
     columns += [_column("params", k) for k in _varying_params(runs)]
     columns += [_column("tags", k) for k in TRIAL_TAGS]
-    groups = [{"mode": "tag", "groupByData": ARM}]
-    for tag in (MODEL, TEMPLATE):
-        if len({r.data.tags.get(tag) for r in runs}) > 1:
-            groups.append({"mode": "tag", "groupByData": tag})
+    groups = [{"mode": "tag", "groupByData": CELL}]
     charts = [_line_chart(k) for k in CHARTS if k in metrics]
     section = {"uuid": SECTION, "name": "Headline (ablate)", "display": True, "deleted": False}
     return {
-        "searchFilter": study_filter(study) + _current(plan_marked),
+        "searchFilter": f"{study_filter(study)}{_current(plan_marked)} and {ENDED}",
         "orderByKey": "tags.`mlflow.runName`",  # arm | model | template | seed N
         "orderByAsc": True,
         "selectedColumns": columns,
@@ -163,6 +187,7 @@ def publish_view(uri: str, study: str) -> StudyView | None:
     experiment_id = parents[0].info.experiment_id
     plan_marked = parents[0].data.tags.get(PLAN_MARKED) == "true"
     runs = search(api, [experiment_id], trial_filter(study) + _current(plan_marked))
+    annotate_runs(api, runs, _arm_order(parents[0], runs))
     state = view_state(study, runs, plan_marked=plan_marked)
     key = view_key(study)
     api.set_experiment_tag(experiment_id, VIEW_TAG + key, json.dumps(state))
@@ -172,13 +197,49 @@ def publish_view(uri: str, study: str) -> StudyView | None:
     return StudyView(study, experiment_id, key, run_id, report)
 
 
+def _arm_order(parent: Any, runs: list[Any]) -> list[str]:
+    """The study's arms in declared order (its parent's tag), else in the order they started."""
+    declared = parent.data.tags.get(ARMS)
+    if declared:
+        return json.loads(declared)
+    started = sorted(runs, key=lambda r: r.info.start_time or 0)
+    return list(dict.fromkeys(r.data.tags[ARM] for r in started if ARM in r.data.tags))
+
+
+def annotate_runs(api: Any, runs: list[Any], arms: list[str]) -> None:
+    """Give each trial run its cell (runs logged before the tag existed) and its arm's colour."""
+    colors = {arm: arm_color(i) for i, arm in enumerate(arms)}
+    for run in runs:
+        tags = run.data.tags
+        wanted = {}
+        if CELL not in tags and ARM in tags:
+            wanted[CELL] = " | ".join(tags.get(t, "?") for t in (ARM, MODEL, TEMPLATE))
+        color = colors.get(tags.get(ARM, ""))
+        if color is not None and tags.get(RUN_COLOR) != color:
+            wanted[RUN_COLOR] = color
+        for key, value in wanted.items():
+            api.set_tag(run.info.run_id, key, value)
+            tags[key] = value  # the view below reads them
+
+
+def describe_experiment(api: Any, experiment_id: str, studies: list[str]) -> None:
+    """The experiment's description: how to read the view (written by `ablate ui`)."""
+    text = READING.format(studies=", ".join(studies))
+    if api.get_experiment(experiment_id).tags.get(DESCRIPTION) != text:
+        api.set_experiment_tag(experiment_id, DESCRIPTION, text)
+
+
 def publish_views(uri: str) -> list[StudyView]:
     """The view of every study in the store, written now (oldest study first)."""
     api = client(uri)
     ids = all_experiments(api)
     parents = search(api, ids, parent_filter()) if ids else []
     names = dict.fromkeys(r.data.tags[STUDY] for r in parents if STUDY in r.data.tags)
-    return [v for name in names if (v := publish_view(uri, name)) is not None]
+    views = [v for name in names if (v := publish_view(uri, name)) is not None]
+    for experiment_id in dict.fromkeys(v.experiment_id for v in views):
+        studies = [v.study for v in views if v.experiment_id == experiment_id]
+        describe_experiment(api, experiment_id, studies)
+    return views
 
 
 def mark_model_training(api: Any, experiment_id: str) -> None:

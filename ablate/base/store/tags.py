@@ -21,6 +21,10 @@ OUTCOME, OUTCOME_MESSAGE = "ablate.outcome", "ablate.outcome_message"
 ARM, SEED, MODEL, TEMPLATE = "ablate.arm", "ablate.seed", "ablate.model", "ablate.template"
 MODEL_WEIGHTS, TASK, BUDGET = "ablate.model_weights", "ablate.task", "ablate.budget"
 REFERENCE_ARM = "ablate.reference_arm"  # on a parent run
+#: On a parent run: the study's arms in declared order (JSON), each arm's colour in every view.
+ARMS = "ablate.arms"
+#: On a trial run: `arm | model | template`, the cell its seeds average over (the UI groups by it).
+CELL = "ablate.cell"
 #: `DIFF`: one line of the fields an arm changes from the reference; `DIFF_FIELD + name`: each.
 DIFF, DIFF_FIELD = "ablate.diff", "ablate.diff."
 ALGO_FIELD = "ablate.algo."  # + field name: an Algorithm param mirrored as a tag (UI filters)

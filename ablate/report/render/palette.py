@@ -8,19 +8,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ablate.base.palette import OKABE_ITO
 from ablate.report.data.load import StudyData
 
-#: Okabe–Ito, black first dropped to the end: black reads as "the axis" next to zero lines.
-OKABE_ITO = (
-    "#0072B2",  # blue
-    "#E69F00",  # orange
-    "#009E73",  # bluish green
-    "#CC79A7",  # reddish purple
-    "#56B4E9",  # sky blue
-    "#D55E00",  # vermillion
-    "#F0E442",  # yellow
-    "#000000",  # black
-)
 LINE_STYLES = ("-", "--", ":")
 #: Greys for what is not an arm (zero line, equivalence band, base models).
 NEUTRAL = "#7f7f7f"
