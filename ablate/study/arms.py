@@ -10,8 +10,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ablate.base.errors import StudyError, did_you_mean
-from ablate.factors.algorithms import Algorithm
+from ablate.base.errors import ConfigError, StudyError, did_you_mean
+from ablate.factors.algorithms import RENAMED, Algorithm, renamed_field
 from ablate.factors.presets import baseline
 
 
@@ -63,12 +63,14 @@ def arm(
     return Arm(name=name, base=base, changes=tuple(changes.items()), replicate_of=replicate_of)
 
 
-def check_field_names(where: str, names: Any) -> None:
+def check_field_names(where: str, names: dict[str, Any]) -> None:
     """Refuse a name that is no `Algorithm` field where the arm is written (its study file's
     line, before any compute), with the closest field: Python's own "unexpected keyword
     argument" would surface only when the arm is built, naming no file line and no fix."""
     known = [f.name for f in dataclasses.fields(Algorithm)]
     for name in names:
+        if name in RENAMED:  # a field that was renamed: its new spelling, as Algorithm says it
+            raise ConfigError(f"{where}: {renamed_field(name, names[name])}")
         if name not in known:
             raise StudyError(
                 f"{where}: {name!r} is not a factor{did_you_mean(name, known)}; "
