@@ -67,7 +67,7 @@ def write_atomic(path: str | os.PathLike, data: bytes | str) -> Path:
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     blob = data.encode() if isinstance(data, str) else data
     try:
-        with open(tmp, "wb") as handle:
+        with named(tmp), open(tmp, "wb") as handle:
             handle.write(blob)
             handle.flush()
             os.fsync(handle.fileno())
@@ -78,6 +78,18 @@ def write_atomic(path: str | os.PathLike, data: bytes | str) -> Path:
         raise
     fsync_path(path.parent)
     return path
+
+
+@contextlib.contextmanager
+def named(path: str | os.PathLike):
+    """An `OSError` raised inside without a file name (a write's, an fsync's) carries `path`,
+    so that the one line a disk error becomes names the file that failed."""
+    try:
+        yield
+    except OSError as exc:
+        if exc.filename is not None or exc.errno is None:
+            raise
+        raise OSError(exc.errno, exc.strerror, str(path)) from exc
 
 
 def read_valid(path: str | os.PathLike, parse: Callable[[Path], T], what: str) -> T | None:

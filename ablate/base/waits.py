@@ -4,9 +4,9 @@ seconds instead of sitting silent.
 
 `WAITS.waiting(what)` marks a wait; one daemon thread per process (started at the first wait)
 looks at the open waits every second and, for each open longer than `every` seconds since it
-began or was last said, emits `still waiting for <what> (N s)` as a `WaitWarning`, which the CLI
-prints as one `warning:` line. The clock and the sink are injectable, and `due()` (what the
-thread calls) can be called directly: a test moves the clock instead of sleeping.
+began or was last said, emits `still waiting for <what>: N s so far` as a `WaitWarning`, which
+the CLI prints as one `warning:` line. The clock and the sink are injectable, and `due()` (what
+the thread calls) can be called directly: a test moves the clock instead of sleeping.
 """
 
 from __future__ import annotations
@@ -86,7 +86,7 @@ class Waits:
                 what, began, said = wait
                 if now - said >= self.every:
                     wait[2] = now
-                    out.append(f"still waiting for {what} ({now - began:.0f} s)")
+                    out.append(f"still waiting for {what}: {now - began:.0f} s so far")
         return out
 
     def start(self) -> None:

@@ -118,7 +118,7 @@ def setup_lock(root: Path) -> Iterator[None]:
     """Exclusive among the processes of this machine sharing the results folder `root`."""
 
     lock = Path(root) / ".setup.lock"
-    with file_lock(lock, f"the results folder's setup lock {lock} (another runner is setting up)"):
+    with file_lock(lock, f"the results folder's setup lock {lock} (another runner sets up)"):
         yield
 
 

@@ -54,7 +54,7 @@ def write_json(path: Path, data: Any) -> None:
 def write_bytes(path: Path, data: bytes) -> None:
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
-        with os.fdopen(fd, "wb") as handle:
+        with durable.named(tmp), os.fdopen(fd, "wb") as handle:
             handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
@@ -154,14 +154,16 @@ class RunFolder:
         lines = [json.dumps({"k": k, "v": v, "t": t, "s": s}) + "\n" for k, v, t, s in rows]
         data = "".join(lines).encode()
         cut = len(data) - len(lines[-1]) // 2  # inside the last line
-        fd = os.open(self.folder / METRICS, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-        try:
-            _write_all(fd, data[:cut])
-            faults.point("metrics_append", rows[-1][3])
-            _write_all(fd, data[cut:])
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        path = self.folder / METRICS
+        with durable.named(path):
+            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            try:
+                _write_all(fd, data[:cut])
+                faults.point("metrics_append", rows[-1][3])
+                _write_all(fd, data[cut:])
+                os.fsync(fd)
+            finally:
+                os.close(fd)
 
     def metric_rows(self) -> list[MetricRow]:
         """Every complete metric line, in the order written; a torn last line is no row."""

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from ablate.base.errors import ConfigError
 from ablate.base.sql_urls import driver_url
 from ablate.base.store.common import artifact_files
 from ablate.base.store.port import Guard, terminal
@@ -209,6 +210,18 @@ class MLflowDatabaseStore(MLflowStore):
         if self.uri.startswith(("postgresql", "postgres://")):
             return LeaseStore(driver_url(self.uri))
         return LeaseStore.in_folder(results_root)
+
+    def repair(self) -> str:
+        """A sqlite database a stop left half-upgraded, mended on a copy keeping its runs
+        (`mlflow_repair`; a copy of it as it was is kept first)."""
+        from ablate.tracking.mlflow_repair import keep_copy, repair
+
+        path = sqlite_path(self.uri)
+        if path is None or not path.is_file():
+            raise ConfigError(f"{self.uri}: ablate repair mends a sqlite MLflow database file")
+        with mlflow_schema.building(path):
+            backup = keep_copy(path)
+            return f"{repair(path)} (as it was: {backup})"
 
     def ui(self) -> StoreUI:
         """`mlflow server` on the database."""

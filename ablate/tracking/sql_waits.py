@@ -16,7 +16,7 @@ _KEY = "ablate_waits"
 @functools.lru_cache(maxsize=32)
 def _what(url: Any) -> str:
     shown = url.render_as_string(hide_password=True)
-    return f"the database {shown} (another process may hold its lock)"
+    return f"the database {shown}, which another process may hold locked"
 
 
 def _begin(conn: Any, *_: Any) -> None:
