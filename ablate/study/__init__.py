@@ -5,46 +5,7 @@ and `resources`, the `runner`, one trial under its lease (`trial_run`), the proc
 trial `lease`s, `distributed` workers, `tune`, and the phases a study runs before RL
 (`passk_phase`, `elicit_phase`)."""
 
-from ablate.study.study import (
-    Arm,
-    Budget,
-    Cells,
-    Control,
-    CurveSpec,
-    ElicitSpec,
-    EvalSpec,
-    Launch,
-    Optim,
-    PassKSpec,
-    SearchSpace,
-    SlurmOptions,
-    Study,
-    Trial,
-    arm,
-    full_factorial,
-    load_study,
-    one_at_a_time,
-    path,
-)
+from ablate.study import study as _definition
+from ablate.study.study import *  # noqa: F403  (the study-file API, listed once: study.__all__)
 
-__all__ = [
-    "Arm",
-    "Budget",
-    "Cells",
-    "Control",
-    "CurveSpec",
-    "ElicitSpec",
-    "EvalSpec",
-    "Launch",
-    "Optim",
-    "PassKSpec",
-    "SearchSpace",
-    "SlurmOptions",
-    "Study",
-    "Trial",
-    "arm",
-    "full_factorial",
-    "load_study",
-    "one_at_a_time",
-    "path",
-]
+__all__ = list(_definition.__all__)

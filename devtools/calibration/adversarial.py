@@ -24,6 +24,7 @@ SUITES: tuple[tuple[str, str], ...] = (
     ("ablate plan", "devtools.calibration.plan_calibration"),
     ("sequential design", "devtools.calibration.sequential_task"),
     ("divergence", "devtools.calibration.divergence"),
+    ("compute curves", "devtools.calibration.curve_calibration"),
 )
 
 

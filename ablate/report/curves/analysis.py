@@ -199,7 +199,8 @@ def arm_curve(arm: str, fits: list[TrialFit], spec: CurveSpec, *, checks: str = 
     if checks == "none":
         return ArmCurves(arm, fits, pooled)
     full = {seed_of(t): (t.curve.c, t.curve.r, t.curve.r0) for t in fits}
-    spread = window_spread(full, spec.warmup) if checks == "all" else float("nan")
+    shown = checks == "all" and pooled.identified  # the window check is of an A shown
+    spread = window_spread(full, spec.warmup) if shown else float("nan")
     return ArmCurves(arm, fits, pooled, spread, arm_forecast(by_seed))
 
 

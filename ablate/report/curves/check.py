@@ -75,7 +75,7 @@ def _errors(by_seed: Mapping[int, Points], seeds: list[int], cut: float) -> Pool
     """The signed errors on the evals past `cut` of the pooled fit to the evals before it, or
     that fit where it does not identify the curve."""
     first = {s: (c[c <= cut], r[c <= cut], r0) for s, (c, r, r0) in by_seed.items() if s in seeds}
-    fit = pooled_fit(first, jackknife=False)
+    fit = pooled_fit(first, jackknife=False, bend=False)
     if not fit.identified:
         return fit
     return np.concatenate(
@@ -89,7 +89,8 @@ def _mean(errors: PooledFit | np.ndarray) -> float:
 
 def arm_forecast(by_seed: Mapping[int, Points], split: float = 0.5) -> Forecast:
     """Fit the arm's curve on the evals at compute ≤ split × the last (all seeds pooled); where
-    that half identifies it (`pooled.unidentified`), the mean signed error on the rest, with
+    that half identifies it by the fit's rules (`pooled.unidentified`; no bend asked of the
+    seeds: this checks the fit, it claims no plateau), the mean signed error on the rest, with
     the seed jackknife's interval (a seed left out of both the fit and the error, so the fit's
     own error is in the interval). A per-curve predictive test would read autocorrelated
     residuals as independent (under AR(1) wander it "departs" 9-14% of the time on true
@@ -139,7 +140,7 @@ def window_spread(by_seed: Mapping[int, Points], warmup: float) -> float:
             for s, (c, r, r0) in by_seed.items()
         }
         enough = all(len(c) >= MIN_POINTS for c, _, _ in cut.values())
-        fits.append(pooled_fit(cut, jackknife=False) if enough else None)
+        fits.append(pooled_fit(cut, jackknife=False, bend=False) if enough else None)
     main, others = fits[0], [f for f in fits[1:] if f is not None and f.identified]
     if main is None or not main.identified or not others:
         return float("nan")

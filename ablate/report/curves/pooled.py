@@ -27,6 +27,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 from scipy import optimize
 
+from ablate.report.curves.curvature import Curvature, curvature
 from ablate.report.curves.fit import (
     A_STEP,
     B_RANGE,
@@ -104,6 +105,7 @@ class PooledFit:
     loo: np.ndarray = field(default_factory=lambda: np.zeros((0, 3)))
     r0: float = float("nan")
     shape_unidentified: str = "no seed to fit"  # why B and C_mid are not (empty: they are)
+    bend: Curvature | None = None  # the seeds' evidence of a plateau (None: not asked for)
 
     @property
     def identified(self) -> bool:
@@ -114,9 +116,12 @@ class PooledFit:
         return sigmoid(c, a, float(np.exp(log_b)), float(np.exp(log_c_mid)), r0)
 
 
-def pooled_fit(by_seed: Mapping[int, Points], *, jackknife: bool = True) -> PooledFit:
+def pooled_fit(
+    by_seed: Mapping[int, Points], *, jackknife: bool = True, bend: bool = True
+) -> PooledFit:
     """The arm's pooled fit, its jackknife pseudo-values (unless `jackknife` is False) and its
-    identifiability."""
+    identifiability: by the fit's rules and, unless `bend` is False, the seeds' evidence of a
+    plateau (`curvature`; the forecast and window checks judge fits, not claims, without it)."""
     seeds = tuple(sorted(by_seed))
     curves = [by_seed[s] for s in seeds]
     if not curves:
@@ -136,7 +141,8 @@ def pooled_fit(by_seed: Mapping[int, Points], *, jackknife: bool = True) -> Pool
             keep = [q for q in range(n) if q != s]
             loo[s] = _refine([curves[q] for q in keep], grid, total - grids[s])
     r0 = float(np.mean([r0 for _, _, r0 in curves]))
-    fit = PooledFit(seeds, params, n * params - (n - 1) * loo, "", first, last, loo, r0)
+    seen = curvature([(c, r) for c, r, _ in curves], first, last) if bend else None
+    fit = PooledFit(seeds, params, n * params - (n - 1) * loo, "", first, last, loo, r0, bend=seen)
     why = unidentified(fit)
     return replace(fit, unidentified=why, shape_unidentified=why or shape_unidentified(fit))
 
@@ -150,7 +156,9 @@ def reciprocal_gain_pseudo(fit: PooledFit) -> np.ndarray:
 
 def unidentified(fit: PooledFit) -> str:
     """Why the data do not identify the arm's A (empty when they do): it needs the curve seen
-    levelling off, so a midpoint well inside the last compute and a bend."""
+    levelling off, so a fit below the ceiling with its midpoint well inside the last compute
+    and a bend, and then the seeds' own curves bending (`curvature`, where `pooled_fit` asked
+    for it): the fit alone bends wherever its shape does, a line in log compute included."""
     a, log_b, log_c_mid = fit.params
     c_mid = float(np.exp(log_c_mid))
     if a >= 1.0 - A_STEP:
@@ -162,7 +170,7 @@ def unidentified(fit: PooledFit) -> str:
         )
     if not np.log(B_RANGE[0]) + 0.01 < log_b < np.log(B_RANGE[1]) - 0.01:
         return "B at the edge of its range: the curve is a step or has not bent"
-    return ""
+    return fit.bend.reason() if fit.bend is not None else ""
 
 
 def shape_unidentified(fit: PooledFit) -> str:

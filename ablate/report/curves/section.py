@@ -15,6 +15,7 @@ from ablate.report.curves.analysis import (
     trial_curves,
 )
 from ablate.report.curves.compare import CurveContrast, contrasts
+from ablate.report.curves.curvature import NO_PLATEAU
 from ablate.report.data.load import StudyData
 from ablate.report.data.memo import per_study
 from ablate.report.data.table import Table, TableSpec
@@ -34,11 +35,17 @@ def _target_cells(arm: ArmCurves, spec: CurveSpec) -> dict[str, object]:
     return {f"reached {spec.target:g}": f"{k}/{n}", f"compute to {spec.target:g}": cell}
 
 
+#: How a shown A is worded everywhere (table, findings, figure): a plateau the seeds' curves
+#: bend towards within the compute they were observed on, not a ceiling the method will reach.
+PLATEAU = "plateau suggested within the observed compute"
+
+
 def _identified_cell(arm: ArmCurves) -> str:
     p = arm.pooled
     if not p.identified:
         return f"no: {p.unidentified}"
-    return f"yes; B, C_mid not: {p.shape_unidentified}" if p.shape_unidentified else "yes"
+    shape = f"; B, C_mid not: {p.shape_unidentified}" if p.shape_unidentified else ""
+    return f"yes: {PLATEAU}{shape}"
 
 
 def _row(arm: ArmCurves, spec: CurveSpec) -> dict[str, object]:
@@ -84,9 +91,14 @@ def curves_table(arms: list[ArmCurves], spec: CurveSpec) -> Table:
         "grid start, then least squares). A, B, C_mid: the jackknife-corrected estimate [95% t "
         "interval of the seeds' leave-one-out pseudo-values] (B, C_mid on the log scale, A on "
         "the reciprocal of its gain 1 / (A − mean R0): each mapped back), shown only where the "
-        "data identify A: the pooled A below the ceiling 1, its midpoint at least 3× inside the "
-        "last compute and B inside its range; B and C_mid only where the midpoint also lies 3× "
-        "past the first fitted eval (else the reason). Gain per decade: the "
+        f"data identify A, worded '{PLATEAU}': the pooled A below the ceiling 1, its midpoint at "
+        "least 3× inside the last compute, B inside its range, and the seeds' curves flattened: "
+        "each seed's slope per decade (least squares on log10 compute) over the last third of "
+        "the log compute below its slope over the two thirds before it (one-sided paired t over "
+        "seeds, p < 0.05). Without that, the slope per decade and the compute to the target say "
+        "what the curve does. B and C_mid only "
+        "where the midpoint also lies 3× past the first fitted eval (else the reason). Gain per "
+        "decade: the "
         "least-squares slope of pass@1 on log10 compute, mean over seeds [95% t]. Reached: "
         "seeds whose isotonic fit of pass@1 reaches the target within the compute every seed "
         "had; compute to the target: read inside the observed compute (never extrapolated), a "
@@ -164,7 +176,7 @@ def _arm_sentence(arm: ArmCurves) -> str:
         shape = f"B and C_mid not reported ({arm.pooled.shape_unidentified})"
     else:
         shape = f"B = {_f(arm.estimate('b'))}, C_mid = {_f(arm.estimate('c_mid'))}"
-    return f"{arm.arm}: A = {_f(arm.estimate('a'))}, {shape}; {slope}."
+    return f"{arm.arm}: {PLATEAU}, A = {_f(arm.estimate('a'))}, {shape}; {slope}."
 
 
 def sentences(arms: list[ArmCurves], rows: list[CurveContrast]) -> list[str]:
@@ -269,11 +281,14 @@ def _fitted(ax, arm_curve: ArmCurves | None, curves, spec: CurveSpec, color, arm
     """The pooled sigmoid at the seeds' mean R0 over the compute every seed was observed on,
     where the arm's A is identified; otherwise only the legend entry says why not."""
     if arm_curve is None or not arm_curve.pooled.identified:
-        ax.plot([], [], color=color, label=f"{arm}: A not identified")
+        why = arm_curve.pooled.unidentified if arm_curve is not None else ""
+        seen = f": {NO_PLATEAU}" if why.startswith(NO_PLATEAU) else ""
+        ax.plot([], [], color=color, label=f"{arm}: A not identified{seen}")
         return
     fit = arm_curve.pooled
     r0 = float(np.mean([c.r0 for c in curves]))
     inside = np.geomspace(max(fit.first, spec.warmup or fit.first), fit.last, 100)
     a, b, c_mid = (arm_curve.estimate(k).value for k in ("a", "b", "c_mid"))
-    label = f"{arm}: A={a:.3f} B={b:.2f} C_mid={c_mid:,.0f} ({len(curves)} seeds)"
+    shape = f", B={b:.2f}, C_mid={c_mid:,.0f}" if np.isfinite(b) else ""
+    label = f"{arm}: {PLATEAU}, A={a:.3f}{shape} ({len(curves)} seeds)"
     ax.plot(inside, fit.predict(inside, r0), "-", color=color, lw=1.6, label=label)
