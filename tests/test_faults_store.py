@@ -160,6 +160,13 @@ def test_a_half_made_database_holding_runs_is_one_line_with_its_repair(
     assert line.startswith(f"error: {db} holds 1 run(s) but its MLflow schema is half-upgraded")
     assert line.endswith(f"ablate repair --tracking-uri sqlite:///{db}")
     assert db.read_bytes() == untouched and not (results / study.name).exists()
+    for command in ("status", "report"):  # the commands that only read say it too
+        out = [] if command == "status" else ["--out", str(tmp_path / "out")]
+        assert main([command, str(study_path), "--results", str(results), *out]) == 2
+        (line,) = errors(capsys.readouterr().err)
+        assert "half-upgraded" in line and line.endswith(
+            f"ablate repair --tracking-uri sqlite:///{db}"
+        )
     with pytest.raises(StoreError, match="holds 1 run"):  # the runner's own check says it too
         tracking.open_store(tracking.default_uri(results)).init()
     assert db.read_bytes() == untouched

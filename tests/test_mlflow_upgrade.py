@@ -173,3 +173,31 @@ def test_repair_refuses_what_it_cannot_mend(tmp_path, capsys):
     assert "holds no MLflow runs table: restore it from a copy" in capsys.readouterr().err
     assert main(["repair", "--tracking-uri", f"jsonl://{tmp_path}/store"]) == 2
     assert "ablate repair has nothing to mend in it" in capsys.readouterr().err
+
+
+def test_a_stop_inside_a_repair_leaves_the_database_as_it_was(tmp_path, monkeypatch, capsys):
+    from ablate.tracking import mlflow_repair
+
+    path = _database(tmp_path / "mlflow.db", None)
+    killed = subprocess.run(
+        [sys.executable, "-c", KILLED_IN_PLACE, str(path)], capture_output=True, timeout=120
+    )
+    assert killed.returncode == -9
+    wedged = path.read_bytes()
+
+    class Killed(BaseException):
+        pass
+
+    def killed_before_the_swap(work, target):
+        raise Killed
+
+    monkeypatch.setattr(mlflow_repair, "swap_in", killed_before_the_swap)
+    with pytest.raises(Killed):
+        main(["repair", "--tracking-uri", f"sqlite:///{path}"])
+    assert path.read_bytes() == wedged  # the repair worked on a copy
+    monkeypatch.undo()
+    assert main(["repair", "--tracking-uri", f"sqlite:///{path}"]) == 0  # the rerun mends it
+    assert "repaired" in capsys.readouterr().out
+    assert path.with_name("mlflow.db.bak.1").read_bytes() == wedged  # the first .bak is kept
+    assert mlflow_schema.read_schema(path).version == mlflow_schema.head_revision()
+    assert runs_named(path, "kept") == 1

@@ -75,6 +75,8 @@ def read_errors(uri: str) -> Iterator[None]:
     if problem := sqlite_file_problem(uri):
         raise StoreError(problem)
     store = tracking.open_store(uri)
+    if problem := tracking.read_problem(store):
+        raise StoreError(problem)
     try:
         yield
     except Exception as exc:
@@ -84,7 +86,9 @@ def read_errors(uri: str) -> Iterator[None]:
             or not tracking.is_failure(store, exc)
         ):
             raise
+        mend = f"; if an upgrade was stopped in it: ablate repair --tracking-uri {uri}"
         raise StoreError(
             f"the results store {uri} cannot be read ({failure_words(exc)}): restore it, or "
             "pass another --results or --tracking-uri"
+            + (mend if hasattr(store, "repair") and uri.startswith("sqlite:") else "")
         ) from exc

@@ -52,6 +52,7 @@ __all__ = [
     "is_failure",
     "leases_of",
     "open_store",
+    "read_problem",
     "register_store",
     "repair",
     "ui_of",
@@ -111,6 +112,13 @@ def repair(store: StudyStore) -> str:
     if mend is None:
         raise ConfigError(f"{store.kind} {store.uri}: ablate repair has nothing to mend in it")
     return mend()
+
+
+def read_problem(store: StudyStore) -> str | None:
+    """What a command that only reads should say before it reads `store`, in one line (a
+    store's optional `read_problem()`: a half-upgraded MLflow database, with its repair)."""
+    look = getattr(store, "read_problem", None)
+    return None if look is None else look()
 
 
 def ui_of(store: StudyStore) -> StoreUI | None:

@@ -164,6 +164,11 @@ class MLflowStore:
             return f"{path} is not writable"
         return None if path is None else mlflow_schema.leftover_problem(path)
 
+    def read_problem(self) -> str | None:
+        """A sqlite file a stop left half-upgraded, holding runs, named with its repair."""
+        path = sqlite_path(self.uri)
+        return None if path is None or not path.is_file() else mlflow_schema.leftover_problem(path)
+
     def open_study(self, name: str, *, experiment: str | None = None) -> MLflowStudy:
         return MLflowStudy.open(self.uri, name, experiment=experiment)
 

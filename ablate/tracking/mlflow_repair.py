@@ -13,6 +13,7 @@ this MLflow's head and renames it over the database. Its runs are kept.
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
 import sqlite3
 import tempfile
@@ -116,5 +117,7 @@ def keep_copy(path: Path) -> Path:
     backup, n = path.with_name(path.name + ".bak"), 1
     while backup.exists():
         backup, n = path.with_name(f"{path.name}.bak.{n}"), n + 1
-    shutil.copy2(path, backup)
+    partial = backup.with_name(f".{backup.name}.copying")  # a stop leaves no partial .bak
+    shutil.copy2(path, partial)
+    os.replace(partial, backup)
     return backup
