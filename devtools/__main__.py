@@ -26,7 +26,7 @@ TOOLS: dict[str, Tool] = {
     ),
     "gpu-check": Tool(
         "devtools.bench.gpu_check",
-        "on a GPU: the vLLM check, or without vLLM the CUDA check -> reports/gpu/",
+        "on a GPU, within --budget-s: CUDA parity, HFEngine, a short trial, vLLM -> reports/gpu/",
     ),
     "calibrate": Tool(
         "devtools.calibration.cli", "the report's intervals, marks and power on simulated studies"

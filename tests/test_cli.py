@@ -73,12 +73,13 @@ BROKEN_STUDIES = [
     (
         "STUDY = Study(\n    nmae='x',\n    base_models=['rl_ready'],\n    arms=[],\n)\n",
         3,
-        "TypeError: Study.__init__() got an unexpected keyword argument 'nmae'",
+        "TypeError: Study.__init__() got an unexpected keyword argument 'nmae' "
+        "(did you mean name?)",
     ),
     (
         f"{STUDY_X}arms=[arm('a', 'grpo', clip_hihg=0.3)])\n",
         3,
-        "study 'x': arm 'a': Algorithm.__init__() got an unexpected keyword argument 'clip_hihg'",
+        "arm 'a': 'clip_hihg' is not a factor (did you mean clip_high?)",
     ),
     (
         "SEEDS = [0, 1]\n\n\ndef seeds():\n    return SEEDS[5]\n\n\n"

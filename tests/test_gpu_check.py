@@ -1,162 +1,236 @@
-"""`make gpu-check` off a GPU: it says what it would run and exits 0; the dispatcher picks the
-vLLM check or, without vLLM, the CUDA check; both checks, run on the CPU (`HFEngine` standing in
-for vLLM, the CPU for cuda), exercise every part and write their reports."""
+"""`make gpu-check` off a GPU: it prints its plan and exits 0 in seconds; forced onto the CPU
+(`--device cpu`) it runs the CUDA path's parts under its budget, writing each part's result as it
+ends and saying what it skipped; the budget's arithmetic, the time cap and the vLLM part (on the
+fake `vllm`) are checked on their own."""
 
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
+import sys
+import time
+import tomllib
 from pathlib import Path
 
 import pytest
 import torch
 
 from ablate.testing import zoo_model_built
-from devtools.bench import gpu
+from devtools.bench import gpu_budget, gpu_check
+from devtools.bench.gpu_budget import Check, Clock, Part
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the answer without a GPU")
-def test_without_a_gpu_the_check_says_so_and_exits_0(tmp_path, capsys):
-    assert gpu.main(["--out", str(tmp_path / "gpu")]) == 0
-    assert "needs a CUDA GPU" in capsys.readouterr().out
-    assert not (tmp_path / "gpu").exists()
+NEEDS_ZOO = pytest.mark.skipif(not zoo_model_built("rl_ready"), reason="zoo not available")
+PART_FILES = ["cuda_parity", "hf_engine", "trial", "vllm", "size_4.2M"]
 
 
 @pytest.mark.skipif(
     shutil.which("make") is None or shutil.which("nvidia-smi") is not None,
     reason="checks make gpu-check on a machine without a GPU",
 )
-def test_make_gpu_check_without_a_gpu_exits_0_and_installs_nothing():
+def test_make_gpu_check_without_a_gpu_prints_its_plan_and_exits_0_in_seconds():
+    start = time.monotonic()
     done = subprocess.run(
-        ["make", "-s", "gpu-check"], cwd=ROOT, capture_output=True, text=True, timeout=60
+        ["make", "-s", "gpu-check", "GPU_BUDGET=240"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
-    assert done.returncode == 0
-    assert "needs a CUDA GPU" in done.stdout and not (ROOT / ".venv-gpu").exists()
+    assert done.returncode == 0 and time.monotonic() - start < 20
+    assert "nothing was checked" in done.stdout and "240 s in all" in done.stdout
+    assert "torch >= 2.4 and transformers >= 4.45" in done.stdout
+    for part in ("cuda-parity", "hf-engine", "trial", "vllm", "size-4.2M"):
+        assert part in done.stdout
+    assert not (ROOT / ".venv-gpu").exists()
 
 
-@pytest.mark.skipif(not zoo_model_built("rl_ready"), reason="zoo not available")
-def test_the_check_runs_end_to_end_with_hf_standing_in_for_vllm(tmp_path, capsys):
-    from ablate.models import zoo_path
-    from ablate.rollout.hf import HFEngine
+def test_the_dry_run_imports_neither_torch_nor_vllm():
+    code = (
+        "import sys; from devtools.bench import gpu_check; "
+        "gpu_check.main(['--dry-run']); print('torch' in sys.modules, 'vllm' in sys.modules)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[-1] == "False False"
+    assert "a dry run" in done.stdout
 
-    options = gpu.Options(steps=2, repeats=1, shapes=((2, 2),))
-    models = {"rl_ready": zoo_path("rl_ready")}
-    results, checks = gpu.run_check(HFEngine, "cpu", models, options)
-    assert [c.name for c in checks] == [
-        "rl_ready: greedy completions",
-        "rl_ready: sampled log-probs",
+
+def test_the_plan_follows_the_machine():
+    def unavailable(device, vllm):
+        return {p.name: p.unavailable for p in gpu_check.plan(device, 8, vllm)}
+
+    assert unavailable("cuda", False)["vllm"] == "vLLM is not importable here"
+    assert unavailable("cpu", True)["vllm"] == "vLLM needs CUDA"
+    assert not any(unavailable("cuda", True).values())
+    (trial,) = [p for p in gpu_check.plan("cuda", 5, False) if p.name == "trial"]
+    assert "on cuda" in trial.summary and "5 steps" in trial.summary
+
+
+def test_without_cuda_the_default_device_checks_nothing(monkeypatch, tmp_path, capsys):
+    monkeypatch.setattr(gpu_check, "cuda_available", lambda: False)
+    assert gpu_check.main(["--out", str(tmp_path / "gpu")]) == 0
+    assert "torch sees no CUDA GPU" in capsys.readouterr().out
+    assert not (tmp_path / "gpu").exists()
+
+
+def test_an_old_or_missing_dependency_is_one_line_and_nothing_runs(monkeypatch, tmp_path, capsys):
+    monkeypatch.setattr(gpu_check.metadata, "version", lambda package: "4.40.0")
+    monkeypatch.setattr(gpu_check, "NEEDED_MODULES", ("torch", "no_such_module_here"))
+    assert gpu_check.main(["--device", "cpu", "--out", str(tmp_path)]) == 1
+    (line,) = capsys.readouterr().out.splitlines()
+    assert "no_such_module_here is not installed" in line
+    assert "torch 4.40.0 is older than 2.4" not in line  # 4.40 > 2.4
+    assert "transformers 4.40.0 is older than 4.45" in line
+    assert not list(tmp_path.iterdir())
+
+
+def test_the_minimum_versions_are_the_projects_floors():
+    deps = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    floors = dict(re.fullmatch(r"([\w-]+)>=([\d.]+)", d).groups() for d in deps if ">=" in d)
+    assert {p: floors[p] for p in gpu_check.MIN_VERSIONS} == gpu_check.MIN_VERSIONS
+
+
+# -- the budget -----------------------------------------------------------------------------------
+
+
+def part(name, share=0.1, min_s=1.0, run=None, unavailable=""):
+    def ok(ctx, record, checks):
+        record["ran"] = True
+        checks.append(Check("fine", True, "ok"))
+
+    return Part(name, f"part {name}", share, min_s, run or ok, unavailable)
+
+
+def test_a_parts_cap_is_its_share_kept_clear_of_the_later_minimums():
+    clock = Clock(100.0)  # about 98 s usable
+    later = [part("b", min_s=30), part("c", min_s=40), part("v", min_s=50, unavailable="no")]
+    assert gpu_budget.cap_for(part("a", share=0.2), later, clock) == pytest.approx(20)
+    # its share would eat into the later parts' minimums: it gets what they leave
+    assert gpu_budget.cap_for(part("a", share=0.5), later, clock) == pytest.approx(28, abs=0.1)
+    # below its own minimum once they are kept: it may take what is left
+    greedy = part("a", share=0.9, min_s=60)
+    assert gpu_budget.cap_for(greedy, later, clock) == pytest.approx(90)
+    assert gpu_budget.cap_for(part("a", share=0.01, min_s=5), [], clock) == 5  # at least its min
+    spent = Clock(100.0, started=time.monotonic() - 97)
+    assert gpu_budget.cap_for(part("a", min_s=5), [], spent) < 5  # will be skipped
+
+
+def test_the_cap_stops_a_part_and_keeps_what_it_measured():
+    def endless(ctx, record, checks):
+        checks.append(Check("first half", True, "done"))
+        record["laps"] = 0
+        while True:
+            record["laps"] += 1
+            time.sleep(0.01)
+
+    start = time.monotonic()
+    outcome = gpu_budget.run_part(part("slow", run=endless), None, cap=0.3)
+    assert time.monotonic() - start < 2
+    assert outcome.status == "stopped at its cap" and outcome.results["laps"] > 5
+    assert [c.name for c in outcome.checks] == ["first half"]
+
+
+def test_each_part_is_written_as_it_ends_and_a_broken_part_does_not_stop_the_rest(tmp_path):
+    seen = []
+
+    def broken(ctx, record, checks):
+        seen.append(sorted(p.name for p in tmp_path.glob("*.json")))
+        raise RuntimeError("CUDA error: out of memory\nmore")
+
+    def failing(ctx, record, checks):
+        checks.append(Check("agrees", False, "it does not"))
+
+    parts = [part("first"), part("second", run=broken), part("third", run=failing)]
+    parts.append(part("fourth", min_s=1e6))  # cannot fit the budget: skipped
+    said = []
+    outcomes = gpu_budget.run_parts(parts, None, Clock(60.0), tmp_path, ["header"], say=said.append)
+    assert seen == [["first.json"]]  # the first part was on disk before the second ran
+    assert said[1].startswith("[   0 s] second: error") and "fourth: skipped" in said[3]
+    statuses = [o.status for o in outcomes]
+    assert statuses == ["passed", "error", "failed", "skipped"]
+    saved = json.loads((tmp_path / "second.json").read_text())
+    assert saved["note"] == "RuntimeError: CUDA error: out of memory"
+    assert "needs at least 1000000 s" in json.loads((tmp_path / "fourth.json").read_text())["note"]
+    md = (tmp_path / "gpu_check.md").read_text()
+    assert "## first: passed" in md and "## fourth: skipped" in md and "❌ agrees" in md
+    assert gpu_budget.tally(outcomes) == "1 passed, 1 error, 1 failed, 1 skipped"
+
+
+# -- the whole check, forced onto the CPU ---------------------------------------------------------
+
+
+def run_forced(tmp_path, capsys, *args):
+    start = time.monotonic()
+    code = gpu_check.main(["--device", "cpu", "--out", str(tmp_path), *args])
+    return code, time.monotonic() - start, capsys.readouterr().out
+
+
+@NEEDS_ZOO
+def test_forced_onto_the_cpu_every_cuda_part_runs_and_writes_its_result(tmp_path, capsys):
+    code, _, out = run_forced(tmp_path, capsys, "--budget-s", "120", "--steps", "2")
+    assert code == 0, out
+    assert out.index("gpu-check plan") < out.index("cuda-parity: passed")  # the plan first
+    saved = {name: json.loads((tmp_path / f"{name}.json").read_text()) for name in PART_FILES}
+    assert {n: s["status"] for n, s in saved.items()} == {
+        "cuda_parity": "passed",
+        "hf_engine": "passed",
+        "trial": "passed",
+        "vllm": "skipped",
+        "size_4.2M": "passed",
+    }
+    assert saved["cuda_parity"]["results"]["fp32 logp max abs"] == 0  # a device against itself
+    trial = saved["trial"]["results"]
+    assert len(trial["steps on the device"]) == 2 and len(trial["steps on the CPU"]) == 2
+    assert saved["vllm"]["note"] == "vLLM is not importable here"
+    assert "1 skipped" in out and (tmp_path / "gpu_check.md").is_file()
+
+
+@NEEDS_ZOO
+def test_forced_onto_the_cpu_a_small_budget_stops_in_time_and_says_what_it_skipped(
+    tmp_path, capsys
+):
+    budget = 12.0
+    code, seconds, out = run_forced(tmp_path, capsys, "--budget-s", str(budget))
+    assert code == 0, out
+    assert seconds <= budget + 1.5, f"{seconds:.1f} s for a {budget:.0f} s budget"
+    saved = {name: json.loads((tmp_path / f"{name}.json").read_text()) for name in PART_FILES}
+    by_budget = [n for n, s in saved.items() if "budget left to it" in s["note"]]
+    assert by_budget and all(saved[n]["status"] == "skipped" for n in by_budget)
+    assert any(f"{name.replace('_', '-')}: skipped: " in out for name in by_budget)
+    assert all(s["status"] != "pending" for s in saved.values())
+
+
+# -- the vLLM part, on the fake vllm --------------------------------------------------------------
+
+
+@NEEDS_ZOO
+@pytest.mark.parametrize("leaky", [False, True])
+def test_the_vllm_part_on_the_fake_checks_that_close_returns_the_memory(fake_vllm, tmp_path, leaky):
+    from ablate.rollout import vllm as vllm_engine
+    from devtools.bench import gpu, gpu_cuda
+
+    ctx = gpu_cuda.Context(device="cpu", scratch=tmp_path, repeats=1, vllm_steps=2)
+    ctx.shapes = ((2, 2),)
+    record, checks = {}, []
+
+    def shutdown_only():  # what vLLM's own shutdown does: the memory stays
+        vllm_engine._SHARED.llm.llm_engine.engine_core.shutdown()
+
+    close = shutdown_only if leaky else None
+    gpu.vllm_part(ctx, record, checks, close=close)
+    passed = {c.name: c.passed for c in checks}
+    assert list(passed) == [
+        "greedy completions",
+        "sampled log-probs",
         "RL steps with weight sync",
         "weight sync",
+        "close() returns the engine's memory",
     ]
-    assert all(c.passed for c in checks), checks
-    speed = results["rl_ready"]["throughput"]["2x2"]
-    assert set(speed) == {"vllm tok/s", "generate tok/s", "hf engine tok/s"}
-    assert all(v > 0 for v in speed.values())
-    assert results["rl"]["engine distance per step"] == [0.0, 0.0]  # HF: exact log-probs
-    assert gpu.write(results, checks, {"GPU": "none (test)"}, tmp_path) == 0
-    md = (tmp_path / "gpu_check.md").read_text()
-    assert "| rl_ready | 2x2 |" in md and "✅ weight sync" in md and "RL step" in md
-    saved = json.loads((tmp_path / "gpu_check.json").read_text())
-    assert saved["rl"]["steps"] == 2 and len(saved["checks"]) == 4
-    failing = [gpu.Check("x", False, "broken")]
-    assert gpu.write(results, failing, {}, tmp_path / "again") == 1
-    assert "FAIL x: broken" in capsys.readouterr().out
-
-
-# -- the dispatcher (`python -m devtools gpu-check`) and the CUDA check without vLLM ------------
-
-
-def test_the_check_chosen_follows_the_machine():
-    from devtools.bench import gpu_check
-
-    assert gpu_check.choose(cuda=False, vllm=True) == "none"
-    assert gpu_check.choose(cuda=True, vllm=True) == "vllm"
-    assert gpu_check.choose(cuda=True, vllm=False) == "cuda"
-
-
-def test_dry_run_through_the_devtools_entry_point_says_what_it_would_run(monkeypatch, capsys):
-    from devtools import __main__ as devtools_main
-    from devtools.bench import gpu_check, gpu_cuda
-
-    def ran(*_):
-        raise AssertionError("a dry run ran a check")
-
-    monkeypatch.setattr(gpu_cuda, "run", ran)
-    monkeypatch.setattr(gpu, "main", ran)
-    monkeypatch.setattr(gpu_check, "cuda_available", lambda: True)  # even on a GPU: nothing
-    assert devtools_main.main(["gpu-check", "--dry-run"]) == 0
-    out = capsys.readouterr().out
-    assert "runs the CUDA check" in out or "runs the vLLM check" in out
-
-
-@pytest.mark.parametrize(("cuda", "vllm", "ran"), [(False, False, None), (True, False, "cuda")])
-def test_the_dispatcher_runs_the_check_the_machine_allows(monkeypatch, capsys, cuda, vllm, ran):
-    from devtools.bench import gpu_check, gpu_cuda
-
-    calls = []
-    monkeypatch.setattr(gpu_check, "cuda_available", lambda: cuda)
-    monkeypatch.setattr(gpu_check, "has_vllm", lambda: vllm)
-    monkeypatch.setattr(gpu_cuda, "run", lambda out, options: calls.append(("cuda", options)) or 0)
-    monkeypatch.setattr(gpu, "main", lambda argv: calls.append(("vllm", argv)) or 0)
-    assert gpu_check.main(["--steps", "5"]) == 0
-    out = capsys.readouterr().out
-    if ran is None:
-        assert calls == [] and "needs a CUDA GPU" in out
-        assert "without vLLM (as here): the CUDA check" in out and "with vLLM: the vLLM" in out
-    else:
-        assert calls == [("cuda", gpu_cuda.Options(steps=5))]
-
-
-def test_with_vllm_the_dispatcher_runs_todays_vllm_check(monkeypatch):
-    from devtools.bench import gpu_check
-
-    calls = []
-    monkeypatch.setattr(gpu_check, "cuda_available", lambda: True)
-    monkeypatch.setattr(gpu_check, "has_vllm", lambda: True)
-    monkeypatch.setattr(gpu, "main", lambda argv: calls.append(argv) or 0)
-    assert gpu_check.main(["--out", "x", "--repeats", "2"]) == 0
-    assert calls == [["--out", "x", "--steps", "20", "--repeats", "2"]]
-
-
-@pytest.mark.skipif(
-    shutil.which("make") is None or shutil.which("nvidia-smi") is not None,
-    reason="checks make test-gpu on a machine without a GPU",
-)
-def test_make_test_gpu_without_a_gpu_says_it_tested_nothing():
-    done = subprocess.run(
-        ["make", "-s", "test-gpu"], cwd=ROOT, capture_output=True, text=True, timeout=60
-    )
-    assert done.returncode == 0 and "no GPU test was run" in done.stdout
-    assert "passed" not in done.stdout  # pytest never ran
-
-
-@pytest.mark.skipif(not zoo_model_built("rl_ready"), reason="zoo not available")
-def test_the_cuda_check_runs_end_to_end_on_the_cpu(tmp_path, capsys):
-    import warnings
-
-    from ablate.models import zoo_path
-    from devtools.bench import gpu_cuda
-
-    options = gpu_cuda.Options(steps=2, cpu_steps=1, repeats=1, shapes=((2, 2),))
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # bf16 autocast asks for CUDA: a no-op on the CPU
-        results, checks = gpu_cuda.run_check({"rl_ready": zoo_path("rl_ready")}, options, "cpu")
-    assert [c.name for c in checks] == [
-        "rl_ready: CUDA vs CPU forward and packed update",
-        "rl_ready: engine vs trainer log-probs",
-        "rl_ready: 2 GRPO steps on cpu",
-    ]
-    assert all(c.passed for c in checks), checks
-    r = results["rl_ready"]
-    assert r["parity"]["fp32 logp max abs"] == 0  # a device against itself
-    assert r["engine_logprobs"]["mean_abs"] <= gpu_cuda.ENGINE_LOGP_MEAN_ABS
-    assert set(r["tokens_per_second"]["2x2"]) == {"cuda", "cpu"}
-    assert all(v > 0 for v in r["step_seconds"].values())
-    assert gpu_cuda.write(results, checks, {"GPU": "none (test)"}, options, tmp_path) == 0
-    md = (tmp_path / "cuda_check.md").read_text()
-    assert "| rl_ready | 2x2 |" in md and "2 steps on cuda, 1 on the CPU" in md
-    saved = json.loads((tmp_path / "cuda_check.json").read_text())
-    assert len(saved["checks"]) == 3 and "rl_ready" in saved
+    assert all(v for k, v in passed.items() if k != "close() returns the engine's memory")
+    assert passed["close() returns the engine's memory"] is not leaky
+    assert (torch.cuda.memory_allocated() > 0) is leaky  # the fake's device, as torch sees it

@@ -48,3 +48,23 @@ def test_vllm_generates_groups_and_follows_weight_updates():
     valid = after.completion_mask > 0
     assert torch.allclose(after.logprobs[valid], torch.full_like(after.logprobs[valid], uniform))
     engine.close()
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not HAVE_VLLM, reason="needs CUDA and vLLM")
+def test_close_returns_the_gpu_memory_of_every_rebuild():
+    """On the device what tests/test_vllm_memory.py checks on the fake: engines kept, rebuilt
+    for other architectures, then closed: torch holds no more than before the first build."""
+    from ablate.rollout import vllm as vllm_engine
+
+    tokenizer = char_tokenizer()
+    torch.cuda.empty_cache()
+    before = torch.cuda.memory_allocated()
+    kept = []
+    for size in ("0.53M", "4.2M", "0.53M"):
+        model = tiny_llama(seed=0, size=size, tokenizer=tokenizer).cuda()
+        kept.append(vllm_engine.VLLMEngine(model, tokenizer))
+        kept[-1].generate(["1+2="], 2, SamplingParams(max_new_tokens=4, seed=0))
+        del model
+    vllm_engine.close()
+    assert torch.cuda.memory_allocated() - before <= 64 * 2**20

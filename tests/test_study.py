@@ -116,7 +116,6 @@ MALFORMED = [
     ({"base_models": ["no_such_model"]}, "unknown base model 'no_such_model'"),
     ({"templates": ["chat"]}, "unknown template 'chat'"),
     ({"arms": [arm("x", "grpo", clip_low=1.5)]}, "clip_low=1.5 must be a number in [0, 1)"),
-    ({"arms": [arm("x", "grpo", not_a_field=1)]}, "unexpected keyword argument 'not_a_field'"),
     ({"arms": [arm("x", "no_preset")]}, "unknown preset 'no_preset'"),
     ({"arms": []}, "arms is empty"),
     ({"task": "chess"}, "unknown task 'chess'"),
@@ -157,6 +156,56 @@ def test_bad_study_file_creates_no_mlflow_runs(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "seeds is empty" in err and "Traceback" not in err
     assert not results.exists()
+
+
+MISSPELT = [
+    (
+        'arms=[arm("a", "grpo"), arm("b", "grpo", scael="none")]',
+        3,
+        "'scael' is not a factor (did you mean scale?)",
+    ),
+    (
+        'arms=one_at_a_time("grpo", clip_hihg=[0.28])',
+        3,
+        "'clip_hihg' is not a factor (did you mean clip_high?)",
+    ),
+    (
+        'arms=[arm("a", "grpo")], base_modles=["rl_ready"]',
+        2,
+        "argument 'base_modles' (did you mean base_models?)",
+    ),
+    (
+        'arms=[arm("a", "grpo")],\n    budget=Budget(group_szie=4)',
+        4,
+        "'group_szie' (did you mean group_size?)",
+    ),
+    ('arms=[arm("a", "grpo", zzz=1)]', 3, "'zzz' is not a factor; `ablate show grpo` lists"),
+]
+
+
+@pytest.mark.parametrize(("text", "line", "message"), MISSPELT, ids=[m for *_, m in MISSPELT])
+def test_a_misspelt_name_in_a_study_file_is_one_line_with_its_line_and_the_closest_name(
+    tmp_path, capsys, text, line, message
+):
+    study = tmp_path / "typo.py"
+    study.write_text(
+        "from ablate.study import Budget, Study, arm, one_at_a_time\n"
+        "STUDY = Study(name='typo', base_models=['rl_ready'], seeds=[0],\n"
+        f"    {text})\n"
+    )
+    results = tmp_path / "results"
+    assert main(["run", str(study), "--results", str(results)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"error: {study}:{line}:") and message in err
+    assert "Traceback" not in err and len(err.splitlines()) == 1
+    assert not results.exists()  # refused before the results folder was made
+
+
+def test_arm_refuses_a_field_that_is_no_factor_when_written():
+    with pytest.raises(StudyError, match=r"arm 'x': 'not_a_field' is not a factor"):
+        arm("x", "grpo", not_a_field=1)
+    with pytest.raises(StudyError, match=r"full_factorial\('grpo'\): 'sacle' .*did you mean scale"):
+        full_factorial("grpo", sacle=["none"])
 
 
 def test_load_study_requires_a_STUDY(tmp_path):

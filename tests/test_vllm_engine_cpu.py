@@ -1,6 +1,7 @@
 """`VLLMEngine` on the CPU against a fake `vllm` (ablate.testing.vllm) that records what ablate
 passes to vLLM: the `LLM(...)` arguments, each `SamplingParams`, the seeds, weight syncs and
-shutdowns. Each test pins one of the fixes of issue 34 to the values vLLM's source needs."""
+shutdowns. Each test pins one of the fixes of issue 34 to the values vLLM's source needs; the
+engine's memory is tested in test_vllm_memory.py, its log-probs in test_logprob_contract.py."""
 
 from __future__ import annotations
 
@@ -24,16 +25,9 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture
-def fake(monkeypatch):
-    """The fake vllm installed, CUDA reported present, and the process's engine closed after."""
-    module = FakeVLLM()
-    monkeypatch.setitem(sys.modules, "vllm", module)
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-    monkeypatch.setattr(vllm_engine, "_EXIT_HOOK", True)  # no atexit hook per test
-    monkeypatch.delenv("VLLM_ENABLE_V1_MULTIPROCESSING", raising=False)
-    monkeypatch.delenv("TRITON_F32_DEFAULT", raising=False)
-    yield module
-    vllm_engine.close()
+def fake(fake_vllm):
+    """The fake vllm installed (tests/conftest.py), the process's engine closed after."""
+    return fake_vllm
 
 
 @pytest.fixture
@@ -108,7 +102,8 @@ def test_an_8x8_batch_has_64_distinct_seeded_streams_one_request_per_sample(
 ):
     engine = vllm_engine.VLLMEngine(*model_and_tokenizer)
     prompts = [f"{i}+{i}=" for i in range(8)]
-    rollouts = engine.generate(prompts, 8, SamplingParams(max_new_tokens=6, seed=3))
+    sampling = SamplingParams(max_new_tokens=6, seed=3, ignore_eos=True)
+    rollouts = engine.generate(prompts, 8, sampling)
     params = fake.calls.sampling
     assert len(params) == 64 and all(p.n == 1 for p in params)
     assert len(set(fake.calls.seeds)) == 64
@@ -144,13 +139,17 @@ def test_sampling_params_passed_per_sample(fake, model_and_tokenizer):
 
 
 def test_rollouts_carry_the_engines_logprobs_and_no_entropy(fake, model_and_tokenizer):
-    engine = vllm_engine.VLLMEngine(*model_and_tokenizer)
+    from ablate.stages.forward import frozen_logprobs
+
+    model, tokenizer = model_and_tokenizer
+    engine = vllm_engine.VLLMEngine(model, tokenizer)
     r = engine.generate(["1+1=", "2+2="], 4, SamplingParams(max_new_tokens=6, seed=0))
     assert r.entropy is None and not r.logprobs_exact
     valid = r.completion_mask > 0
-    # the fake's log-prob of token k is -0.25 * (1 + k % 3): read per position, masked after
-    expected = -0.25 * (1 + torch.arange(r.completion_ids.shape[1]) % 3).float()
-    assert torch.equal(r.logprobs[valid], expected.expand_as(r.logprobs)[valid])
+    # the fake samples the saved model as vLLM does: its log-probs are the trainer's, read per
+    # position and masked after
+    trainer = frozen_logprobs(model, r, 1.0)
+    torch.testing.assert_close(r.logprobs[valid], trainer[valid], atol=1e-5, rtol=0)
     assert (r.logprobs[~valid] == 0).all()
     both = Rollouts.concat([r, r])
     assert both.entropy is None  # a batch with any engine's missing entropy has none
@@ -208,21 +207,41 @@ def test_a_prompt_longer_than_the_engines_context_is_a_config_error(fake, model_
     assert fake.calls.sampling == []
 
 
-def test_a_vllm_older_than_the_lower_bound_is_refused(monkeypatch, model_and_tokenizer):
-    monkeypatch.setitem(sys.modules, "vllm", FakeVLLM(version="0.19.0"))
+@pytest.mark.parametrize(
+    ("version", "words"),
+    [("0.19.0", r"older than 0\.19\.1"), ("0.20.0", "newer than"), ("0.33.0+cu130", "newer than")],
+)
+def test_a_vllm_outside_the_range_read_is_refused(monkeypatch, model_and_tokenizer, version, words):
+    monkeypatch.setitem(sys.modules, "vllm", FakeVLLM(version=version))
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-    with pytest.raises(ConfigError, match=r"older than 0\.19\.1"):
+    with pytest.raises(ConfigError, match=words) as info:
         vllm_engine.VLLMEngine(*model_and_tokenizer)
-    monkeypatch.setitem(sys.modules, "vllm", FakeVLLM(version="0.33.0+cu130"))
-    monkeypatch.setattr(vllm_engine, "_EXIT_HOOK", True)
+    assert "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize("version", ["0.19.1", "0.19.2+cu130"])
+def test_a_vllm_in_the_range_read_is_accepted(fake_vllm, monkeypatch, model_and_tokenizer, version):
+    monkeypatch.setattr(fake_vllm, "__version__", version)
     vllm_engine.VLLMEngine(*model_and_tokenizer)
-    vllm_engine.close()
 
 
-def test_the_vllm_extras_lower_bound_is_the_engines():
+def test_the_vllm_extra_is_the_range_the_engine_accepts():
     extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     (requirement,) = extras["optional-dependencies"]["vllm"]
-    assert re.fullmatch(r"vllm>=([\d.]+)", requirement).group(1) == vllm_engine.MIN_VLLM
+    lower, upper = re.fullmatch(r"vllm>=([\d.]+),<([\d.]+)", requirement).groups()
+    assert (lower, upper) == (vllm_engine.MIN_VLLM, vllm_engine.MAX_VLLM)
+
+
+def test_the_fake_refuses_keywords_vllm_does_not_know(fake, tmp_path):
+    """As vLLM's msgspec `SamplingParams` and `EngineArgs` do: a misspelt keyword is an error,
+    never silently ignored."""
+    with pytest.raises(TypeError, match="temprature"):
+        fake.SamplingParams(temprature=0.5)
+    with pytest.raises(TypeError, match="logprob_mode"):
+        fake.LLM(str(tmp_path), logprob_mode="processed_logprobs")
+    with pytest.raises(ValueError, match="logprobs_mode"):
+        fake.LLM(str(tmp_path), logprobs_mode="processed")
+    assert fake.SamplingParams(temperature=0.005).temperature == 0.01  # vLLM raises it silently
 
 
 def test_the_zoo_tokenizer_round_trips_through_save_and_autotokenizer(tmp_path):

@@ -2,7 +2,33 @@
 
 from __future__ import annotations
 
+import dataclasses
+import difflib
+import re
 import signal
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+
+def did_you_mean(name: str, choices: Iterable[str]) -> str:
+    """` (did you mean X?)` for the choice closest to a misspelt `name`, or "" when none is close
+    (difflib's ratio ≥ 0.6: `scael` finds `scale`, `lr` finds nothing among long names)."""
+    close = difflib.get_close_matches(name, list(choices), n=1, cutoff=0.6)
+    return f" (did you mean {close[0]}?)" if close else ""
+
+
+_UNEXPECTED = re.compile(r"(\w+)\.__init__\(\) got an unexpected keyword argument '(\w+)'")
+
+
+def keyword_hint(namespace: Mapping[str, Any], exc: BaseException) -> str:
+    """` (did you mean base_models?)` for Python's "X.__init__() got an unexpected keyword
+    argument" when X is a record (a dataclass) named in `namespace` (a study file's globals):
+    `Study(models=...)`, `Budget(group_szie=...)`; "" for any other error."""
+    found = _UNEXPECTED.fullmatch(str(exc)) if isinstance(exc, TypeError) else None
+    record = namespace.get(found.group(1)) if found else None
+    if not (isinstance(record, type) and dataclasses.is_dataclass(record)):
+        return ""
+    return did_you_mean(found.group(2), [f.name for f in dataclasses.fields(record) if f.init])
 
 
 class AblateError(Exception):

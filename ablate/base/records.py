@@ -82,8 +82,10 @@ class SamplingParams:
 
     @property
     def filters_distribution(self) -> bool:
-        """True when top-p/top-k sample from a truncated distribution (the returned log-probs,
-        taken under the full distribution, then differ from the sampling distribution)."""
+        """True when top-p/top-k sample from a truncated distribution: the returned log-probs
+        are then that renormalised distribution's, not log_softmax(logits / T) as the trainer
+        computes, which is why training refuses top-p/top-k (`Budget`) and only evaluation
+        may use them."""
         return self.top_p < 1 or self.top_k > 0
 
 
@@ -95,7 +97,9 @@ class Rollouts:
     prompt_mask: Tensor  # [B, P] long
     completion_ids: Tensor  # [B, T] long, right padded with pad_id
     completion_mask: Tensor  # [B, T] float32, 1 on completion tokens (EOS included)
-    logprobs: Tensor  # [B, T] float32, log_softmax(logits / temperature) at the sampled token
+    logprobs: Tensor  # [B, T] float32, the sampled token's log-prob under the distribution it
+    # was drawn from: log_softmax(logits / temperature), renormalised over the top-k/top-p set
+    # when those filter (vLLM's "processed_logprobs"); without them, what the trainer computes
     entropy: Tensor | None  # [B, T] float32, entropy of the temperature-scaled distribution;
     # None where the engine does not report it (vLLM): then no `entropy/` metric is logged
     lengths: Tensor  # [B] long

@@ -16,7 +16,7 @@ from ablate.base.devices import device_problems
 from ablate.base.errors import ConfigError
 from ablate.factors.algorithms import Algorithm
 from ablate.factors.eval_spec import EvalSpec
-from ablate.factors.fields import Rule, record_problems
+from ablate.factors.fields import Rule, listed_problems, record_problems
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -36,9 +36,9 @@ class Budget:
     temperature: float = 1.0
     """Rollout sampling temperature (the trainer's log-probs use the same temperature)."""
     top_p: float = 1.0
-    """Rollout nucleus sampling (1 = off; <1 makes the engine's log-probs inexact)."""
+    """Rollout nucleus sampling: must stay 1 (off) for training, see `TRUNCATED_SAMPLING`."""
     top_k: int = 0
-    """Rollout top-k sampling (0 = off)."""
+    """Rollout top-k sampling: must stay 0 (off) for training, see `TRUNCATED_SAMPLING`."""
 
     RULES: ClassVar[dict[str, Rule]] = {
         "max_steps": Rule(low=1),
@@ -52,7 +52,19 @@ class Budget:
     }
 
     def problems(self) -> list[str]:
-        return record_problems(self)
+        if wrong := record_problems(self):
+            return wrong
+        truncated = f"top_p={self.top_p}, top_k={self.top_k}: {TRUNCATED_SAMPLING}"
+        return listed_problems(self, {truncated: self.top_p == 1 and self.top_k == 0})
+
+
+#: Why training refuses top-p/top-k: the trainer's log-probs are the full distribution's,
+#: log_softmax(logits / T), while a truncated sampler's are its renormalised distribution's
+#: (vLLM's "processed_logprobs", `Rollouts.logprobs`). Evaluation may filter: it reads texts only.
+TRUNCATED_SAMPLING = (
+    "top-p/top-k sampling is for evaluation only (e.g. `ablate passk --top-p`), not training: "
+    "use top_p=1, top_k=0"
+)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -271,8 +271,10 @@ def sample_next(
     rows: Tensor | None = None,
     batch: int | None = None,
 ) -> tuple[Tensor, Tensor, Tensor]:
-    """Sample one token per row; return (token, its log-prob, entropy), both under the full
-    temperature-scaled distribution (temperature 1 when greedy). `logits` may hold only the
+    """Sample one token per row; return (token, its log-prob, entropy). The log-prob is that of
+    the distribution the token was drawn from (`Rollouts.logprobs`): log_softmax(logits / T)
+    (temperature 1 when greedy), renormalised over the top-k/top-p set when those filter; the
+    entropy is always the full temperature-scaled distribution's. `logits` may hold only the
     rows `rows` of a batch of `batch`: the noise is drawn for the whole batch and those rows
     taken, so a row's sample does not depend on which others are still decoding."""
     scaled = logits.float()
@@ -281,17 +283,21 @@ def sample_next(
     log_probs = torch.log_softmax(scaled, dim=-1)
     probs = log_probs.exp()
     entropy = -(probs * log_probs).sum(-1)
+    filtered = not sampling.greedy and sampling.filters_distribution
     if sampling.greedy:
         token = scaled.argmax(-1)
     else:
-        if sampling.filters_distribution:
+        if filtered:
             probs = filter_top_k_top_p(probs, sampling.top_k, sampling.top_p)
         # Exponential race (Gumbel-max in another guise): argmax p_i / E_i ~ Categorical(p).
         shape = probs.shape if rows is None else (batch, probs.shape[-1])
         noise = probs.new_empty(shape).exponential_(1.0, generator=generator)
         noise = (noise if rows is None else noise[rows]).clamp_(min=1e-20)
         token = (probs / noise).argmax(-1)
-    return token, log_probs.gather(-1, token[:, None]).squeeze(-1), entropy
+    logprob = log_probs.gather(-1, token[:, None]).squeeze(-1)
+    if filtered:  # the truncated distribution's: minus the log of the mass it kept
+        logprob = logprob - probs.sum(-1).log()
+    return token, logprob, entropy
 
 
 def filter_top_k_top_p(probs: Tensor, top_k: int, top_p: float) -> Tensor:

@@ -1,15 +1,17 @@
 """`VLLMEngine`: the `RolloutEngine` protocol on vLLM (GPU only, optional extra `ablate[vllm]`).
 
 vLLM is imported here and nowhere else, and only when an engine is built. What ablate passes to
-vLLM, and why (checked against vLLM's source; README, "GPU"):
+vLLM, and why (read in vLLM 0.19.x's source; `vllm_settings` holds the values; README, "GPU"):
 - `dtype` is the trainer's model's (fp32 stays fp32: vLLM's "auto" would run an fp32 config in
   16 bits); in fp32 the attention is IEEE fp32, not TF32: `TRITON_F32_DEFAULT=ieee`, read by
   Triton's `tl.dot`, which vLLM's Triton attention backend (the fp32 one) computes with.
-- `logprobs_mode="processed_logprobs"`: log-probs after temperature (and top-p/top-k), i.e.
-  log_softmax(logits / T), ablate's contract; vLLM's default is the raw logits' log-softmax.
+- `logprobs_mode="processed_logprobs"`: the log-prob of each token under the distribution it was
+  sampled from (after temperature, top-k and top-p), which is ablate's contract for every engine
+  (`Rollouts.logprobs`); without top-p/top-k it is log_softmax(logits / T), what the trainer
+  computes, and training refuses top-p/top-k (`Budget`). vLLM's default is the raw logits'.
 - one engine per process, in the trainer's process (`VLLM_ENABLE_V1_MULTIPROCESSING=0`, set,
   not defaulted): later trials reuse it through `sync_weights`; `close()` (also run at exit)
-  shuts it down, since an in-process engine does not free its GPU memory when dropped.
+  releases its GPU memory, which vLLM's own shutdown keeps (see `close`).
 - one request per sample (n=1), each with its own seed from `sample_seeds`: vLLM seeds the
   children of an n-sample request `seed + j`, so prompt seeds `base + i` would collide.
 - sampling vLLM refuses or silently changes is refused first (`SamplingParams.vllm_problems`).
@@ -21,6 +23,7 @@ old log-probs itself.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import gc
 import json
 import os
@@ -33,69 +36,32 @@ import torch
 
 from ablate.base.errors import ConfigError
 from ablate.base.records import Rollouts, SamplingParams
-from ablate.base.seeding import derive_seed
 from ablate.rollout.base import checked_request
+from ablate.rollout.vllm_settings import (
+    DTYPES,
+    FP32_ATTENTION_ENV,
+    IN_PROCESS_ENV,
+    LOGPROBS_MODE,
+    MAX_VLLM,
+    MIN_VLLM,
+    attention_precision,
+    engine_dtype,
+    llm_arguments,
+    sample_seeds,
+    version_problem,
+)
 
-#: The oldest vLLM the `vllm` extra admits: the first release that supports transformers 5
-#: (vllm-project/vllm PR #30566, released in 0.19.1; 0.19.0 still required transformers < 5),
-#: without which vLLM cannot load the zoo's tokenizer next to ablate's transformers.
-MIN_VLLM = "0.19.1"
-#: Set (not defaulted) before the engine is built: the in-process engine core.
-IN_PROCESS_ENV = {"VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
-#: fp32 attention in IEEE fp32: Triton's default for fp32 `tl.dot` is TF32 (10-bit mantissa).
-FP32_ATTENTION_ENV = {"TRITON_F32_DEFAULT": "ieee"}
-LOGPROBS_MODE = "processed_logprobs"
-#: Seeds stay below 2**31: every seed vLLM has accepted across versions fits an int32.
-SEED_SPACE = 2**31
-_DTYPES = {torch.float32: "float32", torch.bfloat16: "bfloat16", torch.float16: "float16"}
-
-
-def engine_dtype(model) -> str:
-    """vLLM's `dtype` for `model`: its parameters' (fp32 stays fp32)."""
-    dtype = next(model.parameters()).dtype
-    if dtype not in _DTYPES:
-        raise ConfigError(f"the vllm engine runs float32, bfloat16 or float16 models, not {dtype}")
-    return _DTYPES[dtype]
-
-
-def attention_precision(dtype: str) -> str:
-    """The precision vLLM's attention computes in for a model of `dtype` (stated in reports)."""
-    if dtype == "float32":
-        return "fp32, IEEE (TRITON_F32_DEFAULT=ieee: no TF32)"
-    return f"{dtype} inputs, fp32 accumulation"
-
-
-def sample_seeds(seed: int, count: int) -> list[int]:
-    """One vLLM seed per sample of a request, all distinct: consecutive values from a base
-    derived from `seed`, taken modulo SEED_SPACE, so any `count` <= SEED_SPACE never repeats."""
-    if count > SEED_SPACE:
-        raise ConfigError(f"a request of {count} samples needs more than {SEED_SPACE} seeds")
-    base = derive_seed(seed, "vllm", "samples") % SEED_SPACE
-    return [(base + k) % SEED_SPACE for k in range(count)]
-
-
-def llm_arguments(
-    folder: str, dtype: str, gpu_memory_utilization: float, max_model_len: int | None
-) -> dict[str, Any]:
-    """The keyword arguments of `vllm.LLM(...)`."""
-    return {
-        "model": folder,
-        "dtype": dtype,
-        "logprobs_mode": LOGPROBS_MODE,
-        "gpu_memory_utilization": gpu_memory_utilization,
-        "max_model_len": max_model_len,
-        "enforce_eager": True,  # tiny models: CUDA-graph capture costs more than it saves
-        "enable_prefix_caching": False,  # weights change every step; stale prefixes would lie
-    }
-
-
-def _version(text: str):
-    from packaging.version import InvalidVersion, Version  # a dependency of transformers
-
-    try:
-        return Version(text)
-    except InvalidVersion:
-        return None
+__all__ = [
+    "LOGPROBS_MODE",
+    "MAX_VLLM",
+    "MIN_VLLM",
+    "VLLMEngine",
+    "attention_precision",
+    "close",
+    "engine_dtype",
+    "llm_arguments",
+    "sample_seeds",
+]
 
 
 def _import_vllm():
@@ -105,14 +71,11 @@ def _import_vllm():
         import vllm
     except ImportError:
         raise ConfigError(
-            f"the vllm rollout engine needs vLLM >= {MIN_VLLM}: pip install 'ablate[vllm]' (GPU)"
+            f"the vllm rollout engine needs vLLM >={MIN_VLLM},<{MAX_VLLM}: "
+            "pip install 'ablate[vllm]' (GPU)"
         ) from None
-    found = _version(str(getattr(vllm, "__version__", "")))
-    if found is None or found < _version(MIN_VLLM):
-        raise ConfigError(
-            f"vLLM {getattr(vllm, '__version__', '?')} is older than {MIN_VLLM}, the first "
-            "release that loads tokenizers with transformers 5: pip install 'ablate[vllm]'"
-        )
+    if problem := version_problem(str(getattr(vllm, "__version__", ""))):
+        raise ConfigError(problem)
     return vllm
 
 
@@ -130,23 +93,52 @@ _EXIT_HOOK = False
 
 
 def close() -> None:
-    """Shut the process's vLLM engine down and free its GPU memory (also run at exit)."""
+    """Shut the process's vLLM engine down and release its GPU memory (also run at exit).
+
+    vLLM's own shutdown (`EngineCore.shutdown`) stops the executor but keeps the model and the
+    KV cache alive for as long as anything holds the `LLM` (vllm-project/vllm issue #21073), and
+    a trainer, a report or an old `VLLMEngine` may: so every reference vLLM 0.19 keeps to the
+    model executor is deleted (`_release`), the distributed state is destroyed, the garbage
+    collected and the CUDA cache emptied. Every `VLLMEngine` of the process is closed with it."""
     global _SHARED
     shared, _SHARED = _SHARED, None
     if shared is None:
         return
-    shared.llm.llm_engine.engine_core.shutdown()
-    try:  # the in-process engine's torch.distributed group and model-parallel state
-        from vllm.distributed.parallel_state import cleanup_dist_env_and_memory
-    except ImportError:
-        pass
-    else:
-        cleanup_dist_env_and_memory()
-    shared.folder.cleanup()
-    del shared
-    gc.collect()
-    if torch.cuda.is_available():
-        torch.cuda.empty_cache()
+    try:
+        _release(shared.llm)
+    finally:
+        shared.folder.cleanup()
+        del shared
+        gc.unfreeze()  # as vLLM's cleanup_dist_env_and_memory: a frozen heap is never collected
+        gc.collect()
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+
+
+def _release(llm) -> None:
+    """Delete what holds the engine's weights and KV cache, in vLLM 0.19's in-process layout:
+    `LLM.llm_engine` (v1 `LLMEngine`) -> `.engine_core` (`InprocClient`) -> `.engine_core`
+    (`EngineCore`) -> `.model_executor`, which `LLMEngine.model_executor` also holds ("for v0
+    compatibility"); then the model-parallel groups and the world group."""
+    from vllm.distributed.parallel_state import (
+        destroy_distributed_environment,
+        destroy_model_parallel,
+    )
+
+    engine = getattr(llm, "llm_engine", None)
+    client = getattr(engine, "engine_core", None)
+    core = getattr(client, "engine_core", None)
+    try:
+        if client is not None:
+            client.shutdown()  # stops the executor; frees nothing while it is referenced
+    finally:
+        held = ((core, "model_executor"), (client, "engine_core"), (engine, "model_executor"))
+        for owner, name in (*held, (engine, "engine_core"), (llm, "llm_engine")):
+            with contextlib.suppress(AttributeError):  # absent in this layout: nothing to drop
+                delattr(owner, name)
+        del engine, client, core, held
+        destroy_model_parallel()
+        destroy_distributed_environment()
 
 
 def _engine_key(model, tokenizer, arguments: dict[str, Any]) -> str:
@@ -193,8 +185,8 @@ class VLLMEngine:
         dtype: str | None = None,
     ) -> None:
         """`dtype`: vLLM's, when not the model's own (a bf16-autocast trial samples in bf16)."""
-        if dtype is not None and dtype not in _DTYPES.values():
-            raise ConfigError(f"dtype={dtype!r} must be one of {sorted(_DTYPES.values())}")
+        if dtype is not None and dtype not in DTYPES.values():
+            raise ConfigError(f"dtype={dtype!r} must be one of {sorted(DTYPES.values())}")
         vllm = _import_vllm()
         self._vllm = vllm
         self.tokenizer = tokenizer
@@ -211,12 +203,20 @@ class VLLMEngine:
 
     def sync_weights(self, model) -> None:
         """Copy the trainer's current weights into vLLM's model."""
+        self._check_open()
         state = {name: tensor.detach() for name, tensor in model.state_dict().items()}
         self.llm.apply_model(lambda vllm_model: vllm_model.load_weights(state.items()))
 
     def close(self) -> None:
         """Shut the process's vLLM engine down (a later engine builds a new one)."""
         close()
+
+    def _check_open(self) -> None:
+        if _SHARED is None or _SHARED.llm is not self.llm:
+            raise ConfigError(
+                "this vllm engine was closed (by close(), or by an engine built later for "
+                "another model): build a new VLLMEngine"
+            )
 
     def generate(
         self,
@@ -227,6 +227,7 @@ class VLLMEngine:
         problem_ids: Sequence[str] | None = None,
     ) -> Rollouts:
         prompts, ids_per_prompt = checked_request(prompts, n, problem_ids)
+        self._check_open()
         if problems := sampling.vllm_problems(n):
             raise ConfigError("sampling settings vLLM cannot honour: " + "; ".join(problems))
         encoded = self.tokenizer(prompts, add_special_tokens=True)["input_ids"]

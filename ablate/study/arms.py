@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ablate.base.errors import StudyError
+from ablate.base.errors import StudyError, did_you_mean
 from ablate.factors.algorithms import Algorithm
 from ablate.factors.presets import baseline
 
@@ -59,7 +59,21 @@ def arm(
 
     `arm("grpo_again", replicate_of="grpo")` is an A/A replicate: the algorithm of arm "grpo"
     on an independent seed stream; a base given with it must build the same algorithm."""
+    check_field_names(f"arm {name!r}", changes)
     return Arm(name=name, base=base, changes=tuple(changes.items()), replicate_of=replicate_of)
+
+
+def check_field_names(where: str, names: Any) -> None:
+    """Refuse a name that is no `Algorithm` field where the arm is written (its study file's
+    line, before any compute), with the closest field: Python's own "unexpected keyword
+    argument" would surface only when the arm is built, naming no file line and no fix."""
+    known = [f.name for f in dataclasses.fields(Algorithm)]
+    for name in names:
+        if name not in known:
+            raise StudyError(
+                f"{where}: {name!r} is not a factor{did_you_mean(name, known)}; "
+                "`ablate show grpo` lists the fields"
+            )
 
 
 def _label(base: str | Algorithm, name: str | None = None, keyword: str = "base_name") -> str:
@@ -81,6 +95,7 @@ def one_at_a_time(
     """The base arm plus one arm per (field, value): single-factor ablations. `base_name`
     names the base (default: the preset's name; required for an Algorithm)."""
     label = _label(base, base_name)
+    check_field_names(f"one_at_a_time({label!r})", fields)
     arms = [Arm(name=label, base=base, generated=True)]
     for name, values in fields.items():
         for value in values:
@@ -100,6 +115,7 @@ def full_factorial(
     base: str | Algorithm, *, base_name: str | None = None, **fields: Sequence[Any]
 ) -> list[Arm]:
     """Every combination of the given field values."""
+    check_field_names(f"full_factorial({_label(base, base_name)!r})", fields)
     names = list(fields)
     arms = []
     for combo in itertools.product(*(fields[n] for n in names)):

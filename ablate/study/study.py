@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
-from ablate.base.errors import AblateError, StudyError, StudyWarning
+from ablate.base.errors import AblateError, StudyError, StudyWarning, keyword_hint
 from ablate.factors.eval_spec import CurveSpec, EvalSpec
 from ablate.factors.fields import Rule, shown
 from ablate.factors.finding import Finding
@@ -323,7 +323,7 @@ def load_study(path_or_module: str | Path) -> Study:
         raise StudyError(f"{_located(file, exc)}: {exc}") from None
     except Exception as exc:  # a typo in the study file: its line, not a traceback into ablate
         detail = exc.msg if isinstance(exc, SyntaxError) else str(exc)
-        message = " ".join(detail.split())
+        message = " ".join(detail.split()) + keyword_hint(vars(module), exc)
         raise StudyError(f"{_located(file, exc)}: {type(exc).__name__}: {message}") from None
     finally:
         sys.path.remove(str(file.resolve().parent))

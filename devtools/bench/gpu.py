@@ -1,38 +1,35 @@
-"""The vLLM check of `make gpu-check`, on a CUDA machine where vLLM is importable (the
-dispatcher, `devtools.bench.gpu_check`, runs the CUDA check, `gpu_cuda`, where it is not).
-
-For a zoo model (rl_ready) and the 4.2M size (its seeded initialisation, as in `make bench`):
+"""The vLLM part of `make gpu-check` (`devtools.bench.gpu_check` runs it under its budget, on a
+CUDA machine where vLLM is importable), on rl_ready:
 - parity with `HFEngine` on the same weights on the GPU: greedy completions agree, and the
   log-probs vLLM reports for its own samples equal the trainer's forward on those tokens;
-- throughput at natural lengths (EOS-ended, up to 80 tokens): vLLM vs `model.generate` vs
-  `HFEngine`, in completion tokens per second, 8 × 8 and 64 × 8 samples;
-then 20 GRPO steps on rl_ready sampling with vLLM, the weights synced after every update (each
-step's `offpolicy/log_ratio_abs_mean` is the engine's distance from the trainer's policy, which
-stays at kernel noise only if the sync works), a weight change vLLM must follow, and the step
-time against the same steps on `HFEngine`. Writes reports/gpu/gpu_check.{md,json}; exits 1 if a
-check fails. Without CUDA it says so and exits 0: there is nothing to check.
+- tokens/s at natural lengths (EOS-ended, up to 80 tokens), 8 × 8: vLLM vs `model.generate` vs
+  `HFEngine`;
+- `vllm_steps` GRPO steps sampled by vLLM, the weights synced after every update (each step's
+  `offpolicy/log_ratio_abs_mean` is the engine's distance from the trainer's policy, which stays
+  at kernel noise only if the sync works), a weight change vLLM must follow, and the step time
+  against the same steps on `HFEngine`;
+- `close()` returns the engine's GPU memory: reserved bytes after it against before the build.
 
-vLLM itself is imported only by `ablate.rollout.vllm` (the engine); `run_check` takes the engine
-factory, so the whole check also runs with `HFEngine` standing in for vLLM (tests, on the CPU).
+vLLM itself is imported only by `ablate.rollout.vllm` (the engine); `vllm_part` takes the engine
+factory and the closer, so the part also runs on the CPU against the fake `vllm`
+(`ablate.testing.vllm`) or with `HFEngine` standing in (tests).
 """
 
 from __future__ import annotations
 
-import argparse
+import copy
 import dataclasses
-import json
 import math
 import statistics
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import torch
 
+from devtools.bench.gpu_budget import Check
 from devtools.bench.rollout import generated_lengths, zoo_prompts
 
-NO_GPU = "gpu-check: needs a CUDA GPU, and torch sees none on this machine: nothing was checked"
 MAX_TOKENS = 80
 #: Pass thresholds. Greedy rows may part on a near-tie where fp32 kernels differ (vLLM's vs
 #: PyTorch's): most rows must agree. Log-probs: vLLM's of its samples vs the trainer's forward.
@@ -42,13 +39,6 @@ LOGPROB_MAX_ABS = 5e-2
 SYNC_LOG_RATIO = 1e-3  # mean |trainer − engine| log-prob in every step after a sync
 
 EngineFactory = Callable[[Any, Any], Any]
-
-
-@dataclasses.dataclass
-class Check:
-    name: str
-    passed: bool
-    detail: str
 
 
 def greedy_parity(engine, hf, prompts: list[str]) -> tuple[float, Check]:
@@ -125,26 +115,6 @@ def throughput(engine, hf, model, tokenizer, shape: tuple[int, int], repeats: in
         for name in runners
     }
     return {f"{name} tok/s": rate for name, rate in rates.items()}
-
-
-def check_model(label: str, folder: Path, make_engine: EngineFactory, device: str, options):
-    """(engine, model, tokenizer, results, checks) of one model; the engine is kept for RL."""
-    from ablate.models import load_model
-    from ablate.rollout.hf import HFEngine
-
-    model, tokenizer = load_model(folder)
-    model.float().to(device).eval()
-    engine, hf = make_engine(model, tokenizer), HFEngine(model, tokenizer, device=device)
-    prompts, _ = zoo_prompts(16)
-    agreement, greedy = greedy_parity(engine, hf, prompts)
-    logprobs, parity = logprob_parity(engine, model, prompts[:8])
-    speed = {
-        f"{p}x{g}": throughput(engine, hf, model, tokenizer, (p, g), options.repeats)
-        for p, g in options.shapes
-    }
-    results = {"greedy_agreement": agreement, "logprobs": logprobs, "throughput": speed}
-    checks = [dataclasses.replace(c, name=f"{label}: {c.name}") for c in (greedy, parity)]
-    return engine, model, tokenizer, results, checks
 
 
 def rl_run(loaded, make_engine: EngineFactory, engine_name: str, device: str, steps: int):
@@ -229,128 +199,56 @@ def rl_checks(engine, loaded, make_hf: EngineFactory, device: str, steps: int):
     return results, [synced, follows_weights(engine, model, tokenizer)]
 
 
-@dataclasses.dataclass(frozen=True)
-class Options:
-    """What the check runs: RL steps, timed repeats, sample shapes (prompts, G)."""
-
-    steps: int = 20
-    repeats: int = 3
-    shapes: tuple[tuple[int, int], ...] = ((8, 8), (64, 8))
+#: What `close()` may leave behind: torch-allocated bytes (the engine's weights and KV cache are
+#: torch tensors) and bytes in use on the device (CUDA's own context and workspaces move a little).
+CLOSE_ALLOCATED_BYTES = 64 * 2**20
+CLOSE_DEVICE_BYTES = 2**30
 
 
-def default_models(scratch: Path) -> dict[str, Path]:
-    """A zoo model and the 4.2M size (seeded initialisation, as `make bench` builds it)."""
-    from ablate.models import zoo_path
-    from devtools.bench.models import model_dir
+def memory(device: str) -> dict[str, int]:
+    """torch-allocated bytes and bytes in use on the device (0 off CUDA)."""
+    if not torch.cuda.is_available():
+        return {"allocated": 0, "device used": 0}
+    free, total = torch.cuda.mem_get_info()
+    return {"allocated": torch.cuda.memory_allocated(), "device used": total - free}
 
-    return {"rl_ready": zoo_path("rl_ready"), "4.2M": model_dir("4.2M", scratch)}
 
-
-def run_check(make_engine: EngineFactory, device: str, models: dict[str, Path], options: Options):
-    """Every part of the check: ({model label: results, "rl": results}, checks); the RL steps
-    run on the first model."""
+def vllm_part(ctx, record: dict, checks: list[Check], make_engine=None, close=None) -> None:
+    """The vLLM part on rl_ready (see the module's docstring); `record` filled as it goes."""
+    from ablate.rollout import vllm as vllm_engine
     from ablate.rollout.hf import HFEngine
 
-    results: dict[str, Any] = {}
-    checks: list[Check] = []
-    kept = None
-    for label, folder in models.items():
-        engine, model, tokenizer, res, chk = check_model(
-            label, folder, make_engine, device, options
+    make_engine, close = make_engine or vllm_engine.VLLMEngine, close or vllm_engine.close
+    base, tokenizer = ctx.loaded("rl_ready")
+    model = copy.deepcopy(base).to(ctx.device).eval()
+    before, start = memory(ctx.device), time.perf_counter()
+    engine = make_engine(model, tokenizer)
+    record["engine build s"] = time.perf_counter() - start
+    try:
+        hf = HFEngine(model, tokenizer, device=ctx.device)
+        prompts, _ = zoo_prompts(16)
+        record["greedy agreement"], greedy = greedy_parity(engine, hf, prompts)
+        record["sampled logprobs"], parity = logprob_parity(engine, model, prompts[:8])
+        checks += [greedy, parity]
+        shape = ctx.shapes[0]
+        record[f"{shape[0]}x{shape[1]}"] = throughput(
+            engine, hf, model, tokenizer, shape, ctx.repeats
         )
-        results[label], checks = res, checks + chk
-        if kept is None:
-            kept = (engine, (model, tokenizer))
-    engine, loaded = kept
 
-    def make_hf(m, t):
-        return HFEngine(m, t, device=device)
+        def make_hf(m, t):
+            return HFEngine(m, t, device=ctx.device)
 
-    results["rl"], rl = rl_checks(engine, loaded, make_hf, device, options.steps)
-    return results, checks + rl
-
-
-def render(results: dict, checks: list[Check], meta: dict) -> str:
-    lines = ["# GPU check: the vLLM engine", ""]
-    lines += [f"- {k}: {v}" for k, v in meta.items()]
-    lines += ["", "## Checks", ""]
-    lines += [f"- {'✅' if c.passed else '❌'} {c.name}: {c.detail}" for c in checks]
-    lines += ["", "## Throughput (completion tokens/s, EOS-ended, up to 80 tokens)", ""]
-    lines += ["| model | samples | vLLM | `model.generate` | HFEngine | vLLM ÷ generate |"]
-    lines += ["|---|---|---:|---:|---:|---:|"]
-    for label in (k for k in results if k != "rl"):
-        for shape, r in results[label]["throughput"].items():
-            v, g, h = r["vllm tok/s"], r["generate tok/s"], r["hf engine tok/s"]
-            lines.append(f"| {label} | {shape} | {v:,.0f} | {g:,.0f} | {h:,.0f} | {v / g:.2f} |")
-    rl = results["rl"]
-    lines += [
-        "",
-        f"## RL step (rl_ready, 8 × 8, up to 80 tokens; median of steps 4–{rl['steps']})",
-        "",
-    ]
-    lines += [
-        f"- vLLM sampling: step {rl['vllm step s']:.3f} s (sampling {rl['vllm gen s']:.3f} s)",
-        f"- HFEngine sampling: step {rl['hf step s']:.3f} s (sampling {rl['hf gen s']:.3f} s)",
-        "",
-    ]
-    return "\n".join(lines)
+        loaded = (model, tokenizer)
+        record["rl"], rl = rl_checks(engine, loaded, make_hf, ctx.device, ctx.vllm_steps)
+        checks += rl
+    finally:
+        close()  # also when stopped at the cap: the later parts get the memory back
+    checks.append(freed_check(before, memory(ctx.device), record))
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m devtools gpu-check", description=__doc__.splitlines()[0]
-    )
-    parser.add_argument("--out", type=Path, default=Path("reports/gpu"))
-    parser.add_argument("--steps", type=int, default=Options.steps)
-    parser.add_argument("--repeats", type=int, default=Options.repeats)
-    args = parser.parse_args(argv)
-    if not torch.cuda.is_available():
-        print(NO_GPU)
-        return 0
-    import tempfile
-
-    from ablate.base.devices import configure_determinism
-    from ablate.rollout import vllm as vllm_engine
-
-    started = time.perf_counter()
-    determinism = configure_determinism("cuda")  # before any tensor reaches the GPU
-    options = Options(steps=args.steps, repeats=args.repeats)
-    with tempfile.TemporaryDirectory(prefix="ablate-gpu-check-") as scratch:
-        models = default_models(Path(scratch))
-        try:
-            results, checks = run_check(vllm_engine.VLLMEngine, "cuda", models, options)
-        finally:
-            vllm_engine.close()
-    meta = {
-        "GPU": torch.cuda.get_device_name(),
-        "vLLM settings": f"dtype float32, logprobs_mode {vllm_engine.LOGPROBS_MODE}, attention "
-        f"{vllm_engine.attention_precision('float32')}, one n=1 request per sample",
-        "trainer determinism": determinism,
-        "versions": _versions(),
-        "wall time": f"{time.perf_counter() - started:.0f} s",
-    }
-    return write(results, checks, meta, args.out)
-
-
-def write(results: dict, checks: list[Check], meta: dict, out: Path) -> int:
-    """reports: gpu_check.md and gpu_check.json under `out`; 0 when every check passed."""
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "gpu_check.md").write_text(render(results, checks, meta), encoding="utf-8")
-    payload = {"meta": meta, "checks": [dataclasses.asdict(c) for c in checks], **results}
-    (out / "gpu_check.json").write_text(json.dumps(payload, indent=1), encoding="utf-8")
-    for c in checks:
-        print(f"{'ok  ' if c.passed else 'FAIL'} {c.name}: {c.detail}")
-    print(f"wrote {out / 'gpu_check.md'}")
-    return 0 if all(c.passed for c in checks) else 1
-
-
-def _versions() -> str:
-    from importlib import metadata
-
-    out = []
-    for package in ("torch", "transformers", "vllm"):
-        try:
-            out.append(f"{package} {metadata.version(package)}")
-        except metadata.PackageNotFoundError:
-            out.append(f"{package} not installed")
-    return ", ".join(out)
+def freed_check(before: dict[str, int], after: dict[str, int], record: dict) -> Check:
+    grown = {k: after[k] - before[k] for k in before}
+    record["after close, MiB more than before the build"] = {k: v / 2**20 for k, v in grown.items()}
+    ok = grown["allocated"] <= CLOSE_ALLOCATED_BYTES and grown["device used"] <= CLOSE_DEVICE_BYTES
+    detail = ", ".join(f"{k} {v / 2**20:+.1f} MiB" for k, v in grown.items())
+    return Check("close() returns the engine's memory", ok, f"after close vs before: {detail}")

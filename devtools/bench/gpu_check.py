@@ -1,32 +1,77 @@
-"""`make gpu-check` (`python -m devtools gpu-check`): the check this machine can run.
+"""`make gpu-check` (`python -m devtools gpu-check`): a budgeted, incremental check of the GPU path.
 
-- a CUDA GPU and vLLM importable: the vLLM check (`devtools.bench.gpu`: vLLM against HFEngine,
-  log-prob parity, throughput, 20 RL steps with weight sync) -> reports/gpu/gpu_check.md;
-- a CUDA GPU without vLLM (a lent machine: no registry, its own PyTorch): the CUDA check
-  (`devtools.bench.gpu_cuda`: the trainer and HFEngine on cuda against the CPU) ->
-  reports/gpu/cuda_check.md;
-- no CUDA GPU: it says which it would run, checks nothing and exits 0 (`--dry-run` says the same
-  anywhere, running nothing).
-Importing this module imports neither torch nor vLLM: the decision costs nothing.
+It prints its plan first, then runs its parts in order, each under a cap derived from what is
+left of `--budget-s` (default 240 s: a lent device gives a session 15 minutes in all, start-up
+included), each writing `<out>/<part>.json` and rewriting `<out>/gpu_check.md` as it ends; a part
+the budget cannot fit is skipped, and says so (`devtools.bench.gpu_budget`). The parts:
+`cuda-parity`, `hf-engine`, `trial` and `size-4.2M` (`devtools.bench.gpu_cuda`: the trainer and
+`HFEngine` on the device against the CPU) and, where vLLM is importable, `vllm`
+(`devtools.bench.gpu`). It runs on the machine's own PyTorch and transformers and installs
+nothing: the versions and modules it needs are checked first, in one line.
+
+Without a CUDA GPU it prints the plan, checks nothing and exits 0 (`--dry-run` does the same
+anywhere); `--device cpu` forces the CUDA path onto the CPU (a device against itself), which is
+how the check itself is tested. Importing this module imports neither torch nor vLLM.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import importlib.util
+import re
+import tempfile
+import time
+from importlib import metadata
 from pathlib import Path
 
-PLANS = {
-    "vllm": (
-        "the vLLM check: vLLM against HFEngine on rl_ready and the 4.2M size (greedy "
-        "completions, sampled log-probs), tokens/s vs model.generate, 20 GRPO steps sampled by "
-        "vLLM with weight sync -> reports/gpu/gpu_check.{md,json}"
+from devtools.bench.gpu_budget import Clock, Part, run_parts, tally
+
+DEFAULT_BUDGET_S = 240.0
+#: The oldest versions the check runs with: the project's own floors (pyproject.toml).
+MIN_VERSIONS = {"torch": "2.4", "transformers": "4.45"}
+#: Every third-party module the parts import (found by running them), checked without importing.
+NEEDED_MODULES = ("torch", "transformers", "numpy", "safetensors", "tokenizers", "tqdm")
+#: name -> (module, function, share of the budget, minimum seconds, what it does on DEVICE)
+PARTS = {
+    "cuda-parity": (
+        "devtools.bench.gpu_cuda",
+        "parity_part",
+        0.10,
+        3,
+        "the fused forward and a packed update on DEVICE against the CPU, fp32 and bf16 "
+        "autocast (rl_ready)",
     ),
-    "cuda": (
-        "the CUDA check: for rl_ready and the 4.2M size, the fused forward and a packed "
-        "update on cuda against the CPU (fp32 and bf16 autocast), HFEngine's log-probs against "
-        "the trainer's, HFEngine tokens/s and 20 GRPO steps on cuda against the same on the "
-        "CPU -> reports/gpu/cuda_check.{md,json}"
+    "hf-engine": (
+        "devtools.bench.gpu_cuda",
+        "engine_part",
+        0.15,
+        5,
+        "HFEngine's log-probs of its 8 × 8 samples on DEVICE against the trainer's forward; "
+        "its tokens/s on DEVICE and the CPU, 8 × 8 then 64 × 8 (rl_ready)",
+    ),
+    "trial": (
+        "devtools.bench.gpu_cuda",
+        "trial_part",
+        0.35,
+        10,
+        "one GRPO trial on DEVICE (rl_ready, 8 × 8, up to 80 tokens, STEPS steps), then 2 steps "
+        "on the CPU",
+    ),
+    "vllm": (
+        "devtools.bench.gpu",
+        "vllm_part",
+        0.45,
+        60,
+        "vLLM against HFEngine (greedy, sampled log-probs), tokens/s, 5 GRPO steps with weight "
+        "sync, and the memory close() returns (rl_ready)",
+    ),
+    "size-4.2M": (
+        "devtools.bench.gpu_cuda",
+        "size_part",
+        0.15,
+        5,
+        "the parity and HFEngine's log-probs at the 4.2M size (seeded initialisation)",
     ),
 }
 
@@ -43,51 +88,127 @@ def cuda_available() -> bool:
     return torch.cuda.is_available()
 
 
-def choose(cuda: bool, vllm: bool) -> str:
-    """Which check runs: "vllm", "cuda", or "none" (no GPU)."""
-    if not cuda:
-        return "none"
-    return "vllm" if vllm else "cuda"
+def _lazy(module: str, function: str):
+    def run(ctx, record, checks):
+        getattr(importlib.import_module(module), function)(ctx, record, checks)
+
+    return run
 
 
-def plan_lines(cuda: bool, vllm: bool, reason: str = "") -> list[str]:
-    """What `make gpu-check` does here, in words."""
-    chosen = choose(cuda, vllm)
-    if chosen != "none":
-        return [f"gpu-check: runs {PLANS[chosen]}"]
-    why = reason or "torch sees no CUDA GPU on this machine"
-    return [
-        f"gpu-check: needs a CUDA GPU ({why}): nothing was checked. On a GPU machine it runs",
-        f"  with vLLM{' (installed here)' if vllm else ''}: {PLANS['vllm']};",
-        f"  without vLLM{'' if vllm else ' (as here)'}: {PLANS['cuda']}.",
+def plan(device: str, steps: int, vllm: bool) -> list[Part]:
+    """The parts in order; vLLM's is unavailable without vLLM or off CUDA."""
+    out = []
+    for name, (module, function, share, min_s, summary) in PARTS.items():
+        unavailable = ""
+        if name == "vllm" and not vllm:
+            unavailable = "vLLM is not importable here"
+        elif name == "vllm" and not device.startswith("cuda"):
+            unavailable = "vLLM needs CUDA"
+        text = summary.replace("DEVICE", device).replace("STEPS", str(steps))
+        out.append(Part(name, text, share, min_s, _lazy(module, function), unavailable))
+    return out
+
+
+def plan_lines(parts: list[Part], budget_s: float, out: Path) -> list[str]:
+    lines = [
+        f"gpu-check plan: {budget_s:.0f} s in all; each part's cap is its share of the budget "
+        "(at least its minimum), at most what is left; results -> "
+        f"{out}/<part>.json and {out}/gpu_check.md, written as each part ends"
     ]
+    for k, p in enumerate(parts, 1):
+        cap = max(p.share * budget_s, p.min_s)
+        when = (
+            f"skipped: {p.unavailable}" if p.unavailable else f"cap {cap:3.0f} s, min {p.min_s} s"
+        )
+        lines.append(f"  {k}. {p.name:<11} {when}: {p.summary}")
+    return lines
+
+
+def _version_tuple(text: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in re.findall(r"\d+", text.split("+")[0])[:3])
+
+
+def environment_problems() -> tuple[list[str], dict[str, str]]:
+    """(what stops the check here, {package: installed version}), without importing anything."""
+    problems = [f"{m} is not installed" for m in NEEDED_MODULES if not importlib.util.find_spec(m)]
+    versions = {}
+    for package, floor in MIN_VERSIONS.items():
+        try:
+            versions[package] = metadata.version(package)
+        except metadata.PackageNotFoundError:
+            continue  # already said: not installed
+        if _version_tuple(versions[package]) < _version_tuple(floor):
+            problems.append(f"{package} {versions[package]} is older than {floor}")
+    return problems, versions
+
+
+def needs_line() -> str:
+    floors = " and ".join(f"{p} >= {v}" for p, v in MIN_VERSIONS.items())
+    return (
+        f"It needs the machine's own {floors} (vLLM only where already importable); "
+        "the check installs nothing."
+    )
+
+
+def environment_line(versions: dict[str, str], device: str, vllm: bool) -> str:
+    found = ", ".join(f"{p} {v} (>= {MIN_VERSIONS[p]})" for p, v in versions.items())
+    vllm_text = f"vLLM {metadata.version('vllm')}" if vllm else "no vLLM"
+    return f"gpu-check: {found}, {vllm_text}; device {device}; nothing installed: ok"
 
 
 def main(argv: list[str] | None = None) -> int:
+    started = time.monotonic()
     parser = argparse.ArgumentParser(
         prog="python -m devtools gpu-check", description=__doc__.splitlines()[0]
     )
     parser.add_argument("--out", type=Path, default=Path("reports/gpu"))
-    parser.add_argument("--steps", type=int, default=20, help="RL steps on the GPU")
-    parser.add_argument("--repeats", type=int, default=None, help="timed repeats per shape")
+    parser.add_argument("--budget-s", type=float, default=DEFAULT_BUDGET_S)
+    parser.add_argument("--device", default="cuda", help="cuda, or cpu: the CUDA path on the CPU")
+    parser.add_argument("--steps", type=int, default=8, help="GRPO steps of the trial part")
     parser.add_argument("--dry-run", action="store_true", help="say what would run; run nothing")
     parser.add_argument("--reason", default="", help="why there is no GPU (from the Makefile)")
     args = parser.parse_args(argv)
     vllm = has_vllm()
-    cuda = False if args.reason else cuda_available()
-    chosen = choose(cuda, vllm)
-    if args.dry_run or chosen == "none":
-        print("\n".join(plan_lines(cuda, vllm, args.reason)))
+    parts = plan(args.device, args.steps, vllm)
+    if args.dry_run or args.reason or (args.device == "cuda" and not cuda_available()):
+        why = args.reason or ("a dry run" if args.dry_run else "torch sees no CUDA GPU here")
+        print(f"gpu-check: nothing was checked ({why}). With a CUDA GPU it runs:")
+        print("\n".join(plan_lines(parts, args.budget_s, args.out)))
+        print(needs_line())
         return 0
-    print("\n".join(plan_lines(cuda, vllm)))
-    repeats = [] if args.repeats is None else ["--repeats", str(args.repeats)]
-    if chosen == "vllm":
-        from devtools.bench import gpu
+    problems, versions = environment_problems()
+    if problems:
+        print(f"gpu-check: cannot run here: {'; '.join(problems)}; nothing was checked")
+        return 1
+    header = [
+        environment_line(versions, args.device, vllm),
+        *plan_lines(parts, args.budget_s, args.out),
+    ]
+    print("\n".join(header))
+    return run(parts, args, Clock(args.budget_s, started), header)
 
-        return gpu.main(["--out", str(args.out), "--steps", str(args.steps), *repeats])
+
+def run(parts: list[Part], args, clock: Clock, header: list[str]) -> int:
+    """The parts under the budget; 1 when a check failed or a part broke, else 0."""
     from devtools.bench import gpu_cuda
 
-    options = gpu_cuda.Options(steps=args.steps)
-    if args.repeats is not None:
-        options = gpu_cuda.Options(steps=args.steps, repeats=args.repeats)
-    return gpu_cuda.run(args.out, options)
+    if args.device.startswith("cuda"):
+        import torch
+
+        from ablate.base.devices import configure_determinism
+
+        configure_determinism("cuda")  # before any tensor reaches the GPU
+        header = [*header, f"- GPU: {torch.cuda.get_device_name()}"]
+    with tempfile.TemporaryDirectory(prefix="ablate-gpu-check-") as scratch:
+        ctx = gpu_cuda.Context(device=args.device, scratch=Path(scratch), steps=args.steps)
+        ctx.start()  # imports, the CUDA context and rl_ready: counted in the budget, not in a cap
+        print(
+            f"[{clock.elapsed():4.0f} s] ready: torch, transformers and rl_ready on {args.device}"
+        )
+        outcomes = run_parts(parts, ctx, clock, args.out, header)
+    broken = [o for o in outcomes if o.status in ("failed", "error")]
+    print(
+        f"gpu-check: {tally(outcomes)}; {clock.elapsed():.0f} s of the {clock.budget_s:.0f} s "
+        f"budget -> {args.out / 'gpu_check.md'}"
+    )
+    return 1 if broken else 0

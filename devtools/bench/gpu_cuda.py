@@ -1,33 +1,34 @@
-"""The CUDA check of `make gpu-check`, for a GPU machine without vLLM (and without network): the
-trainer and `HFEngine` on `cuda`, against the same work on the CPU of the same machine.
+"""The CUDA parts of `make gpu-check` (`devtools.bench.gpu_check` runs them under its budget): the
+trainer and `HFEngine` on the device against the same work on the CPU of the same machine. They
+need only the project and the machine's own PyTorch and transformers: no vLLM, no MLflow (runs
+are tracked in memory), nothing installed. With `device="cpu"` every part runs on the CPU (the
+CUDA path forced onto it, for tests: a device against itself).
 
-For rl_ready (the zoo model) and the 4.2M size (its seeded initialisation, as in `make bench`):
-- CUDA vs CPU: the fused Llama forward and one packed update's gradients, fp32 and bf16
-  autocast, within `devtools.bench.cuda_parity`'s stated tolerances;
-- engine vs trainer: the log-probs `HFEngine` reports for its own 8 × 8 samples on `cuda` (KV-cache
-  decode) against the trainer's forward on the same tokens;
-- tokens/s of `HFEngine` sampling (EOS-ended, up to 80 tokens) on `cuda` and on the CPU;
-- 20 GRPO steps on `cuda` (the reference model on `cuda` too) against `cpu_steps` on the CPU:
-  each finishes, and the median step time of each.
-Needs only the project, its small pure-Python dependencies and the machine's PyTorch: no vLLM,
-no MLflow (runs are tracked in memory; the report is files). Writes
-reports/gpu/cuda_check.{md,json}; exits 1 if a check fails.
+- `cuda-parity`: the fused Llama forward and one packed update's gradients on the device against
+  the CPU, fp32 and bf16 autocast (rl_ready), within `cuda_parity`'s stated tolerances;
+- `hf-engine`: the log-probs `HFEngine` reports for its own 8 × 8 samples on the device (KV-cache
+  decode) against the trainer's forward on them, and its tokens/s on the device and the CPU;
+- `trial`: one GRPO trial on the device (rl_ready, 8 × 8, up to 80 tokens, `steps` steps), every
+  step's time and loss recorded as it is logged, then `cpu_steps` steps on the CPU;
+- `size-4.2M`: the parity and the engine's log-probs at the 4.2M size (seeded initialisation).
+Each part fills its `record` as it goes, so a part stopped at its cap keeps what it measured.
 """
 
 from __future__ import annotations
 
 import copy
 import dataclasses
-import json
+import math
 import statistics
 import time
+import warnings
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from devtools.bench import cuda_parity
-from devtools.bench.gpu import Check, _versions, default_models
+from devtools.bench.gpu_budget import Check
 from devtools.bench.rollout import zoo_prompts
 
 MAX_TOKENS = 80
@@ -37,14 +38,43 @@ ENGINE_LOGP_MEAN_ABS = 1e-4
 ENGINE_LOGP_MAX_ABS = 1e-2
 
 
-@dataclasses.dataclass(frozen=True)
-class Options:
-    """What the check runs: GRPO steps on cuda and on the CPU, timed repeats, sample shapes."""
+@dataclasses.dataclass
+class Context:
+    """What the parts share: the device, their sizes, and the models, loaded once (fp32, CPU;
+    a part copies a model before moving or training it)."""
 
-    steps: int = 20
-    cpu_steps: int = 3
+    device: str
+    scratch: Path
+    steps: int = 8
+    cpu_steps: int = 2
     repeats: int = 2
     shapes: tuple[tuple[int, int], ...] = ((8, 8), (64, 8))
+    vllm_steps: int = 5
+    models: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+    def loaded(self, label: str):
+        """(model, tokenizer) of "rl_ready" or "4.2M", loaded on first use."""
+        if label not in self.models:
+            from ablate.models import load_model
+            from devtools.bench.models import model_dir
+
+            model, tokenizer = load_model(
+                model_dir("0.53M" if label == "rl_ready" else label, self.scratch)
+            )
+            self.models[label] = (model.float().eval(), tokenizer)
+        return self.models[label]
+
+    def start(self) -> None:
+        """What every part needs first: rl_ready loaded and, on CUDA, the device's context."""
+        self.loaded("rl_ready")
+        if self.device.startswith("cuda"):
+            torch.zeros(1, device=self.device)
+            torch.cuda.synchronize()
+
+
+def parity_check(result: dict[str, float]) -> Check:
+    detail = ", ".join(f"{k} {v:.1e}" for k, v in result.items())
+    return Check("CUDA vs CPU forward and packed update", cuda_parity.parity_passed(result), detail)
 
 
 def engine_distance(model, tokenizer, device: str) -> tuple[dict[str, float], Check]:
@@ -83,13 +113,39 @@ def tokens_per_second(model, tokenizer, device: str, shape: tuple[int, int], rep
     return statistics.median(rates)
 
 
-def grpo_steps(loaded, device: str, steps: int) -> list[dict[str, float]]:
-    """Per-step metrics of `steps` GRPO steps (8 × 8, up to 80 tokens) on `device`."""
+def parity_part(ctx: Context, record: dict, checks: list[Check]) -> None:
+    model, _ = ctx.loaded("rl_ready")
+    record.update(parity(model, ctx.device))
+    checks.append(parity_check(record))
+
+
+def engine_part(ctx: Context, record: dict, checks: list[Check]) -> None:
+    model, tokenizer = ctx.loaded("rl_ready")
+    on_device = copy.deepcopy(model).to(ctx.device)
+    record["engine_logprobs"], check = engine_distance(on_device, tokenizer, ctx.device)
+    checks.append(check)
+    speed = record.setdefault("tokens_per_second", {})
+    for p, g in ctx.shapes:  # filled as measured: a stop at the cap keeps the rates so far
+        for where, m, device in (("device", on_device, ctx.device), ("cpu", model, "cpu")):
+            speed[f"{p}x{g} {where}"] = tokens_per_second(m, tokenizer, device, (p, g), ctx.repeats)
+
+
+def grpo_trial(loaded, device: str, steps: int, record: dict, key: str):
+    """GRPO steps (8 × 8, up to 80 tokens) on `device`; each step's seconds and loss appended to
+    `record[key]` as it is logged. Returns the trial's result."""
+    from ablate.base.store.port import MemoryTracker
     from ablate.factors.eval_spec import EvalSpec
     from ablate.factors.presets import baseline
     from ablate.factors.spec import Budget, Optim, TrialSpec
-    from ablate.tracking import MemoryTracker
     from ablate.trial import train
+
+    rows = record.setdefault(key, [])
+
+    class Recording(MemoryTracker):
+        def log_metrics(self, metrics, step):
+            super().log_metrics(metrics, step)
+            if "perf/step_seconds" in metrics:
+                rows.append({k: metrics[k] for k in ROW_METRICS if k in metrics})
 
     spec = TrialSpec(
         algorithm=baseline("grpo"),
@@ -99,131 +155,53 @@ def grpo_steps(loaded, device: str, steps: int) -> list[dict[str, float]]:
         optim=Optim(lr=3e-5),
         eval=EvalSpec(at_start=False, max_problems=8, n_samples=2, ks=(1,)),
     )
-    tracker = MemoryTracker()
-    result = train(spec, tracker=tracker, loaded=loaded)
-    if result.outcome != "finished":
-        raise RuntimeError(f"the GRPO run on {device} {result.outcome}: {result.message}")
-    return [m for _, m in tracker.metrics if "perf/step_seconds" in m]
+    return train(spec, tracker=Recording(), loaded=loaded)
 
 
-def _median_step(metrics: list[dict[str, float]]) -> float:
-    warm = metrics[1:] if len(metrics) > 1 else metrics  # the first step includes lazy set-up
-    return statistics.median(m["perf/step_seconds"] for m in warm)
+ROW_METRICS = ("perf/step_seconds", "perf/gen_seconds", "policy/loss")
 
 
-def check_model(label: str, folder: Path, options: Options, device: str):
-    """(results, checks) of one model on `device` against the CPU."""
-    from ablate.models import load_model
-
-    model, tokenizer = load_model(folder)
-    model.float().eval()
-    parity = cuda_parity.parity(model, device)
-    checks = [
-        Check(
-            "CUDA vs CPU forward and packed update",
-            cuda_parity.parity_passed(parity),
-            ", ".join(f"{k} {v:.1e}" for k, v in parity.items()),
-        )
-    ]
-    on_device = copy.deepcopy(model).to(device)
-    distance, check = engine_distance(on_device, tokenizer, device)
-    checks.append(check)
-    speed = {
-        f"{p}x{g}": {
-            name: tokens_per_second(m, tokenizer, dev, (p, g), options.repeats)
-            for name, m, dev in (("cuda", on_device, device), ("cpu", model, "cpu"))
-        }
-        for p, g in options.shapes
-    }
-    gpu_steps = grpo_steps((copy.deepcopy(model), tokenizer), device, options.steps)
-    cpu_steps = grpo_steps((copy.deepcopy(model), tokenizer), "cpu", options.cpu_steps)
-    finite = all(torch.isfinite(torch.tensor(m["policy/loss"])) for m in gpu_steps)
+def trial_part(ctx: Context, record: dict, checks: list[Check]) -> None:
+    model, tokenizer = ctx.loaded("rl_ready")
+    record["device"] = ctx.device
+    loaded = (copy.deepcopy(model), tokenizer)
+    result = grpo_trial(loaded, ctx.device, ctx.steps, record, "steps on the device")
+    done = record["steps on the device"]
+    finite = all(math.isfinite(r["policy/loss"]) for r in done)
+    record["median step s on the device"] = _median_step(done)
+    if ctx.device.startswith("cuda"):
+        record["peak GPU memory MiB"] = torch.cuda.max_memory_allocated() / 2**20
     checks.append(
         Check(
-            f"{options.steps} GRPO steps on {device}",
-            len(gpu_steps) == options.steps and finite,
-            f"{len(gpu_steps)} steps, every loss finite: {finite}",
+            f"{ctx.steps} GRPO steps on {ctx.device}",
+            result.outcome == "finished" and len(done) == ctx.steps and finite,
+            f"{result.outcome}: {len(done)} steps, every loss finite: {finite}",
         )
     )
-    results = {
-        "parity": parity,
-        "engine_logprobs": distance,
-        "tokens_per_second": speed,
-        "step_seconds": {"cuda": _median_step(gpu_steps), "cpu": _median_step(cpu_steps)},
-        "gen_seconds": {
-            "cuda": statistics.median(m["perf/gen_seconds"] for m in gpu_steps[1:] or gpu_steps),
-            "cpu": statistics.median(m["perf/gen_seconds"] for m in cpu_steps[1:] or cpu_steps),
-        },
-    }
-    return results, [dataclasses.replace(c, name=f"{label}: {c.name}") for c in checks]
+    if ctx.cpu_steps:
+        loaded = (copy.deepcopy(model), tokenizer)
+        grpo_trial(loaded, "cpu", ctx.cpu_steps, record, "steps on the CPU")
+        record["median step s on the CPU"] = _median_step(record["steps on the CPU"])
 
 
-def run_check(models: dict[str, Path], options: Options, device: str = "cuda"):
-    """({model label: results}, checks) for every model."""
-    results: dict[str, Any] = {}
-    checks: list[Check] = []
-    for label, folder in models.items():
-        results[label], found = check_model(label, folder, options, device)
-        checks += found
-    return results, checks
+def size_part(ctx: Context, record: dict, checks: list[Check]) -> None:
+    """The parity and the engine's log-probs at the 4.2M size."""
+    model, tokenizer = ctx.loaded("4.2M")
+    record["parity"] = parity(model, ctx.device)
+    checks.append(parity_check(record["parity"]))
+    on_device = copy.deepcopy(model).to(ctx.device)
+    record["engine_logprobs"], check = engine_distance(on_device, tokenizer, ctx.device)
+    checks.append(check)
 
 
-def render(results: dict, checks: list[Check], meta: dict, options: Options) -> str:
-    lines = ["# GPU check: the trainer and HFEngine on CUDA (no vLLM)", ""]
-    lines += [f"- {k}: {v}" for k, v in meta.items()]
-    lines += ["", "## Checks", ""]
-    lines += [f"- {'✅' if c.passed else '❌'} {c.name}: {c.detail}" for c in checks]
-    lines += ["", "## HFEngine sampling (completion tokens/s, EOS-ended, up to 80 tokens)", ""]
-    lines += ["| model | samples | cuda | cpu | cuda ÷ cpu |", "|---|---|---:|---:|---:|"]
-    for label, r in results.items():
-        for shape, s in r["tokens_per_second"].items():
-            ratio = s["cuda"] / s["cpu"]
-            lines.append(
-                f"| {label} | {shape} | {s['cuda']:,.0f} | {s['cpu']:,.0f} | {ratio:.2f} |"
-            )
-    lines += ["", "## GRPO step (8 × 8, up to 80 tokens; median after the first step)", ""]
-    lines += [
-        f"{options.steps} steps on cuda, {options.cpu_steps} on the CPU.",
-        "",
-        "| model | cuda step s | cpu step s | cuda sampling s | cpu sampling s |",
-        "|---|---:|---:|---:|---:|",
-    ]
-    for label, r in results.items():
-        st, gen = r["step_seconds"], r["gen_seconds"]
-        lines.append(
-            f"| {label} | {st['cuda']:.3f} | {st['cpu']:.3f} | {gen['cuda']:.3f} | "
-            f"{gen['cpu']:.3f} |"
-        )
-    return "\n".join([*lines, ""])
+def parity(model, device: str) -> dict[str, float]:
+    """`cuda_parity.parity`; forced onto the CPU, bf16 autocast is a no-op that warns: quiet."""
+    with warnings.catch_warnings():
+        if not device.startswith("cuda"):
+            warnings.filterwarnings("ignore", message="CUDA is not available")
+        return cuda_parity.parity(model, device)
 
 
-def write(results, checks, meta, options: Options, out: Path) -> int:
-    """cuda_check.md and cuda_check.json under `out`; 0 when every check passed."""
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "cuda_check.md").write_text(render(results, checks, meta, options), encoding="utf-8")
-    payload = {"meta": meta, "checks": [dataclasses.asdict(c) for c in checks], **results}
-    (out / "cuda_check.json").write_text(json.dumps(payload, indent=1), encoding="utf-8")
-    for c in checks:
-        print(f"{'ok  ' if c.passed else 'FAIL'} {c.name}: {c.detail}")
-    print(f"wrote {out / 'cuda_check.md'}")
-    return 0 if all(c.passed for c in checks) else 1
-
-
-def run(out: Path, options: Options) -> int:
-    """The whole CUDA check on this machine's GPU (the dispatcher checked there is one)."""
-    import tempfile
-
-    from ablate.base.devices import configure_determinism
-
-    started = time.perf_counter()
-    determinism = configure_determinism("cuda")  # before any tensor reaches the GPU
-    with tempfile.TemporaryDirectory(prefix="ablate-cuda-check-") as scratch:
-        results, checks = run_check(default_models(Path(scratch)), options)
-    meta = {
-        "GPU": torch.cuda.get_device_name(),
-        "CPU threads": torch.get_num_threads(),
-        "versions": _versions(),
-        "determinism": determinism,
-        "wall time": f"{time.perf_counter() - started:.0f} s",
-    }
-    return write(results, checks, meta, options, out)
+def _median_step(rows: list[dict[str, float]]) -> float:
+    warm = rows[1:] if len(rows) > 1 else rows  # the first step includes lazy set-up
+    return statistics.median(r["perf/step_seconds"] for r in warm) if warm else float("nan")
