@@ -122,7 +122,7 @@ def test_pass_rates_verify_one_set_of_completions_under_every_parse():
         (ElicitSpec(parses=("fuzzy",)), "unknown parse 'fuzzy'"),
         (ElicitSpec(shots=(-1,)), "shots=(-1,) must be integers >= 0"),
         (ElicitSpec(templates=("nope",)), "unknown template 'nope'"),
-        (ElicitSpec(temperatures=(0.0,)), "temperatures=(0.0,) must be > 0"),
+        (ElicitSpec(temperatures=(0.0,)), "temperatures=(0.0,) must be finite numbers > 0"),
         (True, "must be an ElicitSpec"),
     ],
 )

@@ -103,7 +103,6 @@ def test_an_absurd_size_is_one_line_naming_the_field_and_its_limit(size, tmp_pat
 
 
 def test_the_memory_floor_by_hand():
-    from ablate.factors.eval_spec import EvalSpec
     from ablate.factors.spec import Budget
     from ablate.study.resources import BYTES_PER_TOKEN, size_problems
 
@@ -111,16 +110,19 @@ def test_the_memory_floor_by_hand():
     budget = Budget(prompts_per_step=2, group_size=2, max_new_tokens=10)
     limits = {"positions": 100, "vocab": 10, "hidden_bytes": 0, "weight_bytes": 0}
     # 4 sequences × 10 tokens × 33 bytes + one sequence's logits (10 × 10 × 4 bytes) = 1720
-    assert size_problems(budget, EvalSpec(n_samples=4), "m", limits, (1720, "RAM")) == []
-    (line,) = size_problems(budget, EvalSpec(n_samples=3), "m", limits, (1719, "RAM"))
+    evals = {"EvalSpec: n_samples": 4}
+    assert size_problems(budget, "m", limits, (1720, "RAM"), evals) == []
+    (line,) = size_problems(budget, "m", limits, (1719, "RAM"), {"EvalSpec: n_samples": 3})
     # room for (1719 - 400) // 330 = 3 sequences; the field furthest above its default is
     # named (a tie: the first), and at group_size 2 it fits (1319 × 10) // (330 × 20) = 1 prompt
     assert line.startswith("Budget: prompts_per_step=2 is more than RAM can hold")
     assert "= 40 tokens needs at least 1.7 kB" in line and line.endswith("prompts_per_step <= 1")
-    (line,) = size_problems(Budget(max_new_tokens=100), EvalSpec(), "m", limits, None)
+    (line,) = size_problems(Budget(max_new_tokens=100), "m", limits, None, evals)
     assert line.endswith("m's 100 positions: use at most 99")
-    (line,) = size_problems(budget, EvalSpec(n_samples=4), "m", limits, (1720, "RAM"), 5)
+    (line,) = size_problems(budget, "m", limits, (1720, "RAM"), {**evals, "PassKSpec: n": 5})
     assert line.startswith("PassKSpec: n=5 is more than RAM can hold") and "at most 4" in line
+    (line,) = size_problems(budget, "m", limits, (1720, "RAM"), {**evals, "ElicitSpec: n": 9})
+    assert line.startswith("ElicitSpec: n=9 is more than RAM can hold") and "at most 4" in line
 
 
 def _dead_port() -> int:

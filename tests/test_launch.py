@@ -191,7 +191,7 @@ def test_slurm_options_from_the_command_line_are_typed_and_checked():
     both = resolve(got, "", False, ["sbatch.qos=high", "partition=gpu"])
     assert both.options.sbatch == {"account": "rl", "qos": "high"}
     assert both.options.partition == "gpu" and both.options.time_min == 30
-    with pytest.raises(ConfigError, match=r"^slurm option time_min=0: must be >= 1$"):
+    with pytest.raises(ConfigError, match=r"^SlurmOptions: time_min=0 must be >= 1$"):
         resolve(None, "slurm", False, ["time_min=0"])  # the record's own range check
     with pytest.raises(ConfigError, match=r"option time_min of launcher 'slurm' takes an integer$"):
         resolve(None, "slurm", False, ["time_min=2h"])

@@ -125,7 +125,7 @@ MALFORMED = [
     ({"passk": PassKSpec(n=4, ks=(1, 8))}, "ks=(1, 8) must lie in 1..n=4"),
     ({"extra": [Cells(arms=["nope"])]}, "extra[0] names unknown arm 'nope'"),
     ({"search": {"lr2": SearchSpace(low=1e-5, high=1e-4, target="optim")}}, "'lr2' is not a field"),
-    ({"name": "has space"}, "name 'has space'"),
+    ({"name": "has space"}, "name='has space' must be letters, digits"),
     ({"arms": [arm("x", "dapo", overlong_buffer=500)]}, "overlong_buffer=500 must be smaller"),
 ]
 

@@ -7,26 +7,40 @@ absent, with a warning naming it, so the caller recomputes it.
 
 `disk_error` turns what writer libraries raise when the disk fails (safetensors' own error type,
 torch.save's RuntimeError, which carry no errno) into the `OSError` it stands for, so that a
-full disk is recognised as the store's failure wherever it strikes, not as the trial's.
+full disk, a quota, a file-size limit or a read-only mount is recognised as the store's failure
+wherever it strikes, not as the trial's (`DISK_ERRNOS`; `disk_hint` says what each means).
+
+`read_json` reads a file a store keeps (a run's JSON, a submission): a file that is not whole
+JSON is a `StoreError` naming it and what to do, never a traceback from deep inside a command.
 """
 
 from __future__ import annotations
 
 import contextlib
 import errno
+import json
 import os
 import re
+import resource
 import warnings
 from collections.abc import Callable
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
-from ablate.base.errors import AblateWarning
+from ablate.base.errors import AblateWarning, StoreError
 
 T = TypeVar("T")
 
-#: Errors that mean the disk, not the data, failed: read-only, forbidden, full, over quota, I/O.
-DISK_ERRNOS = (errno.EROFS, errno.EACCES, errno.ENOSPC, errno.EDQUOT, errno.EIO)
+#: Errors that mean the disk, not the data, failed, and what each asks of the user.
+DISK_HINTS = {
+    errno.ENOSPC: "the disk is full: free space",
+    errno.EDQUOT: "over the disk quota: free space or raise the quota",
+    errno.EFBIG: "over the file-size limit (ulimit -f): raise it",
+    errno.EROFS: "the file system is read-only",
+    errno.EACCES: "permission denied",
+    errno.EIO: "an I/O error: check the disk",
+}
+DISK_ERRNOS = tuple(DISK_HINTS)
 #: Rust's std::io error as safetensors prints it: "... (os error 28)".
 _OS_ERROR = re.compile(r"\(os error (\d+)\)")
 #: torch.save's C++ writer failing (a short write: "file write failed", "unexpected pos").
@@ -53,7 +67,7 @@ def write_atomic(path: str | os.PathLike, data: bytes | str) -> Path:
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     blob = data.encode() if isinstance(data, str) else data
     try:
-        with open(tmp, "wb") as handle:
+        with named(tmp), open(tmp, "wb") as handle:
             handle.write(blob)
             handle.flush()
             os.fsync(handle.fileno())
@@ -64,6 +78,18 @@ def write_atomic(path: str | os.PathLike, data: bytes | str) -> Path:
         raise
     fsync_path(path.parent)
     return path
+
+
+@contextlib.contextmanager
+def named(path: str | os.PathLike):
+    """An `OSError` raised inside without a file name (a write's, an fsync's) carries `path`,
+    so that the one line a disk error becomes names the file that failed."""
+    try:
+        yield
+    except OSError as exc:
+        if exc.filename is not None or exc.errno is None:
+            raise
+        raise OSError(exc.errno, exc.strerror, str(path)) from exc
 
 
 def read_valid(path: str | os.PathLike, parse: Callable[[Path], T], what: str) -> T | None:
@@ -90,6 +116,36 @@ def is_disk_error(exc: BaseException) -> bool:
     return isinstance(exc, OSError) and exc.errno in DISK_ERRNOS
 
 
+def disk_hint(exc: BaseException) -> str:
+    """What a disk error asks of the user ("the disk is full: free space"), or ""."""
+    return DISK_HINTS.get(exc.errno, "") if isinstance(exc, OSError) else ""
+
+
+def read_json(path: str | os.PathLike, fix: str, missing: Any = None) -> Any:
+    """The JSON at `path` (`missing` when there is no such file). A file that is there but not
+    whole JSON (damaged, cut short, edited by hand) is a `StoreError` naming it, why, and `fix`
+    (what to do about it): the command stops in one line instead of a traceback."""
+    return read_whole(path, json.loads, fix, missing)
+
+
+def read_whole(path: str | os.PathLike, parse: Callable[[str], T], fix: str, missing: Any = None):
+    """`parse` of the text at `path` (`missing` when there is none); a damaged file (it does not
+    parse, or is not text) is a `StoreError` naming it and `fix`."""
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        return missing
+    except UnicodeDecodeError as exc:
+        raise StoreError(f"{path} is damaged (not text: {exc.reason}): {fix}") from None
+    try:
+        return parse(text)
+    except ValueError as exc:
+        reason = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else "empty"
+        what = "empty" if not text.strip() else f"{type(exc).__name__}: {reason}"
+        raise StoreError(f"{path} is damaged ({what}): {fix}") from None
+
+
 def disk_error(exc: BaseException, path: str | os.PathLike) -> OSError | None:
     """The `OSError` a writer library's failure to write under `path` stands for, or None
     when it is not the disk's. An OSError is itself; safetensors' error carries the errno in its
@@ -101,12 +157,21 @@ def disk_error(exc: BaseException, path: str | os.PathLike) -> OSError | None:
         found = _OS_ERROR.search(text)
         code = int(found.group(1)) if found else None
     elif isinstance(exc, RuntimeError) and any(mark in text for mark in _TORCH_WRITER):
-        code = errno.ENOSPC if _full(path) else errno.EIO
+        code = _short_write(path)
     else:
         return None
     if code not in DISK_ERRNOS:
         return None
     return OSError(code, f"{os.strerror(code)} ({type(exc).__name__})", str(path))
+
+
+def _short_write(path: str | os.PathLike) -> int:
+    """The errno a short write under `path` most likely stands for: a full disk, else a
+    file-size limit of this process (`ulimit -f`), else an I/O error."""
+    if _full(path):
+        return errno.ENOSPC
+    soft, _ = resource.getrlimit(resource.RLIMIT_FSIZE)
+    return errno.EIO if soft == resource.RLIM_INFINITY else errno.EFBIG
 
 
 def _full(path: str | os.PathLike) -> bool:

@@ -7,6 +7,7 @@ COMMAND_MODULES = (
     "train",
     "run",
     "status",
+    "repair",
     "serve",
     "worker",
     "tune",

@@ -12,7 +12,7 @@ import warnings
 import typer
 
 from ablate.base import lifetime
-from ablate.base.durable import is_disk_error
+from ablate.base.durable import disk_hint, is_disk_error
 from ablate.base.errors import AblateError, AblateWarning
 from ablate.commands import COMMAND_MODULES
 from ablate.commands.help_text import tidy_help
@@ -90,7 +90,10 @@ def main(argv: list[str] | None = None) -> int:
             raise
         # a disk that fills or turns read-only after the checks (the report's files, a cache)
         where = f" {exc.filename}" if exc.filename else ""
-        typer.secho(f"error: cannot write{where}: {exc.strerror}", fg=typer.colors.RED, err=True)
+        hint = f" ({disk_hint(exc)})" if disk_hint(exc) else ""
+        typer.secho(
+            f"error: cannot write{where}: {exc.strerror}{hint}", fg=typer.colors.RED, err=True
+        )
         return 2
     except KeyboardInterrupt as exc:
         return _interrupted(getattr(exc, "signum", signal.SIGINT))

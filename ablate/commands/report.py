@@ -3,8 +3,6 @@ results store; of several studies, each one's report and their paper findings te
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator
 from pathlib import Path
 
 import typer
@@ -42,6 +40,7 @@ def report(
     from ablate.report.render.multiples import check_axis
     from ablate.report.render.reproduction import write_reproduction
     from ablate.study.preflight import check_output_dir
+    from ablate.study.store_failures import read_errors
 
     console = Console()
     check_axis(curve_axis)
@@ -50,7 +49,7 @@ def report(
         check_output_dir(out / study.name)
     data = {}
     for path, study in loaded.items():
-        with readable(tracking_uri or tracking.default_uri(results)):
+        with read_errors(tracking_uri or tracking.default_uri(results)):
             uri = _checked_uri(results, study.name, path, tracking_uri, alone=len(loaded) == 1)
             if uri is None:
                 data[study.name] = None
@@ -64,33 +63,6 @@ def report(
     if findings:
         folder = write_reproduction(findings, data, out)
         console.print(f"reproduction ({len(findings)} findings) written to {folder / 'report.md'}")
-
-
-@contextlib.contextmanager
-def readable(uri: str) -> Iterator[None]:
-    """A results store that cannot be read (a damaged database, a server that does not answer)
-    as one `StoreError` naming it; a disk that cannot take the report is said by the CLI."""
-    from ablate import tracking
-    from ablate.base.durable import is_disk_error
-    from ablate.base.errors import AblateError, StoreError
-    from ablate.study.preflight import check_sqlite_file
-    from ablate.study.store_failures import failure_words
-
-    check_sqlite_file(uri)
-    store = tracking.open_store(uri)
-    try:
-        yield
-    except Exception as exc:
-        if (
-            isinstance(exc, AblateError)
-            or is_disk_error(exc)
-            or not tracking.is_failure(store, exc)
-        ):
-            raise
-        raise StoreError(
-            f"the results store {uri} cannot be read ({failure_words(exc)}): restore it, or "
-            "pass another --results or --tracking-uri"
-        ) from exc
 
 
 def _load_all(paths: list[Path]) -> dict:

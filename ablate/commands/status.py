@@ -26,12 +26,14 @@ def status(
     from ablate import tracking
     from ablate.launch.array import latest_submission, trial_states
     from ablate.study.identity import identified_trials
+    from ablate.study.store_failures import read_errors
     from ablate.study.study import load_study
 
     loaded = load_study(study)
     uri = tracking_uri or tracking.default_uri(results)
     trials = identified_trials(loaded)
-    states = trial_states(loaded, trials, uri, results)
+    with read_errors(uri):  # a damaged database or file of the store: one line naming it
+        states = trial_states(loaded, trials, uri, results)
     submission = latest_submission(results, loaded) or {}
     tasks = submission.get("tasks", {})
     table = Table(title=escape(f"{loaded.name}: {len(trials)} trials"))

@@ -111,7 +111,9 @@ def _train_alone(spec, title: str, run_dir: str, console, log_every: int):
 
     check_models([spec.model])
     check_task_data(spec.task)
-    check_sizes(spec.budget, spec.eval, [spec.model], spec.device)
+    check_sizes(
+        spec.budget, {"EvalSpec: n_samples": spec.eval.n_samples}, [spec.model], spec.device
+    )
     if run_dir:
         check_results_dir(run_dir)
     # the weights are part of the trial: a run_dir never resumes a rebuilt model's checkpoint

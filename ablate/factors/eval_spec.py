@@ -5,8 +5,9 @@ Frozen and keyword-only like `Algorithm`; part of `TrialSpec` and of its id."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
-from ablate.factors.fields import listed_problems, type_problems
+from ablate.factors.fields import Rule, listed_problems, record_problems
 
 #: The metric pass@1 on the selection split (`EvalSpec.selection_problems`) is logged as: the
 #: evaluation writes it, the report's best-checkpoint reading chooses a checkpoint by it.
@@ -50,32 +51,28 @@ class EvalSpec:
     selection/pass_at_1; the report's labelled best-checkpoint reading chooses each trial's
     checkpoint there, never on the eval problems (0 = off)."""
 
+    RULES: ClassVar[dict[str, Rule]] = {
+        "every": Rule(low=0, note="0 = only at the start and the end"),
+        "every_tokens": Rule(low=0, note="0 = off"),
+        "every_flops": Rule(low=0, note="0 = off"),
+        "log_from": Rule(low=0, note="0 = off"),
+        "log_per_decade": Rule(low=1),
+        "log_axis": Rule(choices=("tokens", "flops")),
+        "n_samples": Rule(low=1),
+        "ks": Rule(nonempty=True, low=1),
+        "max_problems": Rule(low=1, note="None = the whole split"),
+        "temperature": Rule(above=0),
+        "selection_problems": Rule(low=0, note="0 = off"),
+    }
+
     def problems(self) -> list[str]:
-        if wrong := type_problems(self):
+        if wrong := record_problems(self):
             return wrong
         return listed_problems(
             self,
             {
-                f"every={self.every} must be >= 0": self.every >= 0,
-                f"every_tokens={self.every_tokens} must be >= 0 (0 = off)": (
-                    self.every_tokens >= 0
-                ),
-                f"every_flops={self.every_flops} must be >= 0 (0 = off)": self.every_flops >= 0,
-                f"log_from={self.log_from} must be >= 0 (0 = off)": self.log_from >= 0,
-                f"log_per_decade={self.log_per_decade} must be >= 1": self.log_per_decade >= 1,
-                f"log_axis={self.log_axis!r} must be 'tokens' or 'flops'": (
-                    self.log_axis in ("tokens", "flops")
-                ),
-                f"n_samples={self.n_samples} must be >= 1": self.n_samples >= 1,
-                f"ks={self.ks} must be in 1..n_samples": (
-                    bool(self.ks) and all(1 <= k <= self.n_samples for k in self.ks)
-                ),
-                f"max_problems={self.max_problems} must be None (all) or >= 1": (
-                    self.max_problems is None or self.max_problems >= 1
-                ),
-                f"temperature={self.temperature} must be > 0": self.temperature > 0,
-                f"selection_problems={self.selection_problems} must be >= 0 (0 = off)": (
-                    self.selection_problems >= 0
+                f"ks={self.ks} must be in 1..n_samples={self.n_samples}": all(
+                    k <= self.n_samples for k in self.ks
                 ),
                 "selection_problems needs max_problems (the selection split is the eval "
                 "split's problems after the first max_problems)": (
@@ -106,17 +103,11 @@ class CurveSpec:
     target: float | None = None
     """A pass@1 whose compute-to-reach the report gives with an interval (None = none)."""
 
+    RULES: ClassVar[dict[str, Rule]] = {
+        "axis": Rule(choices=tuple(COMPUTE_AXES)),
+        "warmup": Rule(low=0),
+        "target": Rule(above=0, below=1, note="a pass@1, or None"),
+    }
+
     def problems(self) -> list[str]:
-        if wrong := type_problems(self):
-            return wrong
-        target_ok = self.target is None or 0 < self.target < 1
-        return listed_problems(
-            self,
-            {
-                f"axis={self.axis!r} must be one of {sorted(COMPUTE_AXES)}": (
-                    self.axis in COMPUTE_AXES
-                ),
-                f"warmup={self.warmup} must be >= 0": self.warmup >= 0,
-                f"target={self.target} must be a pass@1 in (0, 1) or None": target_ok,
-            },
-        )
+        return record_problems(self)

@@ -9,15 +9,14 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import math
 from dataclasses import dataclass, field
-from typing import Any, Literal, get_args
+from typing import Any, ClassVar, Literal, get_args
 
 from ablate.base.devices import device_problems
 from ablate.base.errors import ConfigError
 from ablate.factors.algorithms import Algorithm
 from ablate.factors.eval_spec import EvalSpec
-from ablate.factors.fields import listed_problems, type_problems
+from ablate.factors.fields import Rule, listed_problems, record_problems
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -41,28 +40,22 @@ class Budget:
     top_k: int = 0
     """Rollout top-k sampling: must stay 0 (off) for training, see `TRUNCATED_SAMPLING`."""
 
+    RULES: ClassVar[dict[str, Rule]] = {
+        "max_steps": Rule(low=1),
+        "max_generated_tokens": Rule(low=1, note="None = off"),
+        "prompts_per_step": Rule(low=1),
+        "group_size": Rule(low=2, note="one sample has no group baseline"),
+        "max_new_tokens": Rule(low=1),
+        "temperature": Rule(above=0),
+        "top_p": Rule(above=0, high=1, note="1 = off"),
+        "top_k": Rule(low=0, note="0 = off"),
+    }
+
     def problems(self) -> list[str]:
-        if wrong := type_problems(self):
+        if wrong := record_problems(self):
             return wrong
-        return listed_problems(
-            self,
-            {
-                f"max_steps={self.max_steps} must be >= 1": self.max_steps >= 1,
-                f"group_size={self.group_size} must be >= 2 (one sample has no group baseline)": (
-                    self.group_size >= 2
-                ),
-                f"prompts_per_step={self.prompts_per_step} must be >= 1": self.prompts_per_step
-                >= 1,
-                f"max_new_tokens={self.max_new_tokens} must be >= 1": self.max_new_tokens >= 1,
-                f"temperature={self.temperature} must be > 0": self.temperature > 0,
-                "max_generated_tokens must be None or >= 1": (
-                    self.max_generated_tokens is None or self.max_generated_tokens >= 1
-                ),
-                f"top_p={self.top_p}, top_k={self.top_k}: {TRUNCATED_SAMPLING}": (
-                    self.top_p == 1 and self.top_k == 0
-                ),
-            },
-        )
+        truncated = f"top_p={self.top_p}, top_k={self.top_k}: {TRUNCATED_SAMPLING}"
+        return listed_problems(self, {truncated: self.top_p == 1 and self.top_k == 0})
 
 
 #: Why training refuses top-p/top-k: the trainer's log-probs are the full distribution's,
@@ -90,18 +83,16 @@ class Optim:
     warmup_steps: int = 0
     """Linear LR warm-up over this many optimizer updates, then constant."""
 
+    RULES: ClassVar[dict[str, Rule]] = {
+        "lr": Rule(above=0),
+        "grad_clip": Rule(low=0, note="0 = no clipping"),
+        "warmup_steps": Rule(low=0),
+        "weight_decay": Rule(low=0),
+        "betas": Rule(low=0, below=1),
+    }
+
     def problems(self) -> list[str]:
-        if wrong := type_problems(self):
-            return wrong
-        return listed_problems(
-            self,
-            {
-                f"lr={self.lr} must be > 0 and finite": self.lr > 0 and math.isfinite(self.lr),
-                f"grad_clip={self.grad_clip} must be >= 0": self.grad_clip >= 0,
-                f"warmup_steps={self.warmup_steps} must be >= 0": self.warmup_steps >= 0,
-                f"weight_decay={self.weight_decay} must be >= 0": self.weight_decay >= 0,
-            },
-        )
+        return record_problems(self)
 
 
 Engine = Literal["hf", "vllm"]

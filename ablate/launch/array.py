@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from ablate import tracking
+from ablate.base import durable
 from ablate.base.errors import Interrupted, StudyError
 from ablate.base.threads import apply_threads
 from ablate.study import runner
@@ -54,22 +55,30 @@ def write_submission(
         **extra,
     }
     folder = slurm_folder(root, study)
-    folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"submission-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.json"
-    path.write_text(json.dumps(record, indent=1, sort_keys=True, default=str))
+    durable.write_atomic(path, json.dumps(record, indent=1, sort_keys=True, default=str))
     return path
+
+
+def read_submission(path: str | Path) -> dict[str, Any]:
+    """A submission's record; a damaged one is a `StoreError` naming it."""
+    fix = "move it aside and submit the study again (ablate run --launcher slurm)"
+    record = durable.read_json(path, fix)
+    if not isinstance(record, dict):
+        raise StudyError(f"no submission {path}: submit the study again") from None
+    return record
 
 
 def record_job(path: Path, job_id: str, tasks: dict[str, str]) -> None:
     """Add the array's job id and trial id -> array task id to the submission's JSON."""
-    record = json.loads(path.read_text())
+    record = read_submission(path)
     record.update(job_id=job_id, tasks=tasks)
-    path.write_text(json.dumps(record, indent=1, sort_keys=True, default=str))
+    durable.write_atomic(path, json.dumps(record, indent=1, sort_keys=True, default=str))
 
 
 def latest_submission(results_dir: str | Path, study: Study) -> dict[str, Any] | None:
     found = sorted(slurm_folder(results_dir, study).glob("submission-*.json"))
-    return json.loads(found[-1].read_text()) if found else None
+    return read_submission(found[-1]) if found else None
 
 
 def train_one(submission: str, trial_id: str) -> dict[str, Any]:
@@ -77,7 +86,7 @@ def train_one(submission: str, trial_id: str) -> dict[str, Any]:
     returns its `TrialOutcome` as a dict. A trial another runner holds is waited for up to
     `LEASE_WAIT_S` (a dead holder's lease expires), then left to it."""
 
-    record = json.loads(Path(submission).read_text())
+    record = read_submission(submission)
     study = load_study(record["study_file"])
     trial = _find_trial(study, trial_id, record["study_file"])
     apply_threads(requested=int(record.get("cpus_per_task", 1)))

@@ -1,6 +1,7 @@
 """The launcher a study runs under, as a `Study(launch=...)` field or `ablate run` options: a
-registered launcher's name and its options record, checked here (a bad one is a one-line
-`ConfigError` before anything is created or submitted)."""
+registered launcher's name and its options record, checked here by the one record pass
+(`ablate.factors.fields.record_problems`: each field's type and declared rules; a bad one is a
+one-line `ConfigError` before anything is created or submitted)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from dataclasses import InitVar, dataclass
 from typing import Any
 
 from ablate.base.errors import ConfigError
+from ablate.factors.fields import record_problems
 from ablate.launch.option_values import set_options
 from ablate.launch.registry import detach_refused, launcher_entry
 
@@ -45,6 +47,8 @@ class Launch:
             )
         if self.detach and not entry.detach:
             raise ConfigError(detach_refused(entry))
+        if problems := record_problems(self):  # the options record's fields, by their types
+            raise ConfigError("; ".join(problems))
 
 
 def resolve(

@@ -9,14 +9,13 @@ module, which imports them.
 from __future__ import annotations
 
 import dataclasses
-import re
 from pathlib import Path
 from typing import Any, TypeAlias
 
 from ablate.base.errors import AblateError
 from ablate.factors import confounds
 from ablate.factors.algorithms import Algorithm
-from ablate.factors.fields import type_problems
+from ablate.factors.fields import Rule, record_problems, rule_problem
 from ablate.factors.spec import Optim, setting_problems
 from ablate.models import zoo_names
 from ablate.study.design_checks import (
@@ -26,15 +25,34 @@ from ablate.study.design_checks import (
     finding_problems,
     replicate_problems,
 )
+from ablate.study.resources import training_estimate
 
 #: An `ablate.study.Study` (not imported: study imports this module).
 Study: TypeAlias = Any
 
 
+#: The longest study name, in bytes: it names folders (RESULTS/<name>/, OUT/<name>/, an MLflow
+#: experiment, `<name>-tune`), and a file name's component is at most 255 bytes, with room left
+#: for what ablate adds around it (".tmp-<pid>", "-tune").
+MAX_NAME_BYTES = 128
+NAME_RULE = Rule(
+    pattern=r"[A-Za-z0-9_][A-Za-z0-9_.-]*",
+    says="letters, digits, '_', '.' and '-', not starting with '.' or '-'",
+    max_bytes=MAX_NAME_BYTES,
+    note="it names the study's folders",
+)
+
+
+def name_problems(name: Any) -> list[str]:
+    """A study name's problems: text of at most `MAX_NAME_BYTES` that can name a folder."""
+    if not isinstance(name, str) or not name:
+        return [f"name={name!r} must be a non-empty string"]
+    problem = rule_problem(name, "name", NAME_RULE)
+    return [] if problem is None else [problem]
+
+
 def study_problems(study: Study) -> list[str]:
-    problems: list[str] = []
-    if not re.fullmatch(r"[A-Za-z0-9_.-]+", study.name or ""):
-        problems.append(f"name {study.name!r} must be non-empty letters, digits, '_', '.', '-'")
+    problems = name_problems(study.name)
     for check in (
         _arm_problems,
         _model_problems,
@@ -44,6 +62,7 @@ def study_problems(study: Study) -> list[str]:
         _setting_problems,
         _cell_problems,
         _passk_problems,
+        _launch_problems,
         _search_problems,
         replicate_problems,
         finding_problems,
@@ -59,6 +78,8 @@ def study_warnings(study: Study) -> list[str]:
 
     ref = study.arm(study.reference_arm)
     out = eval_size_warnings(study) + control_warnings(study)
+    if absurd := training_estimate(study.budget, len(study.cells())):
+        out.append(absurd)
     for a in study.compared_arms:
         if a.name != ref.name:
             out += confounds.undeclared(a.name, a.algorithm, a.declared, ref.name, ref.algorithm)
@@ -179,26 +200,25 @@ def _passk_problems(study: Study) -> list[str]:
         return []
     from ablate.tasks.templates import template_names
 
-    if wrong := type_problems(p):
+    if type(p).__name__ != "PassKSpec":
+        return [f"passk={p!r} must be a PassKSpec(...) or None"]
+    e = p.elicit
+    if e is not None and type(e).__name__ != "ElicitSpec":
+        return [f"passk.elicit={e!r} must be an ElicitSpec(...) or None"]
+    if wrong := record_problems(p, "passk: "):  # its ElicitSpec's too, as passk.elicit: ...
         return wrong
     out = []
-    if p.n < 1 or not p.ks or any(not 1 <= k <= p.n for k in p.ks):
+    if any(k > p.n for k in p.ks):
         out.append(f"passk: ks={tuple(p.ks)} must lie in 1..n={p.n}")
-    if p.max_problems < 1:
-        out.append("passk: max_problems must be >= 1")
     out += [
         f"passk: unknown template {t!r}" for t in p.templates or () if t not in template_names()
     ]
-    return out + (_elicit_problems(p.elicit) if p.elicit is not None else [])
+    return out + (_elicit_problems(e) if e is not None else [])
 
 
 def _elicit_problems(e) -> list[str]:
     from ablate.tasks.templates import PARSES, template_names
 
-    if type(e).__name__ != "ElicitSpec":
-        return [f"passk.elicit={e!r} must be an ElicitSpec(...) or None"]
-    if wrong := type_problems(e):
-        return [f"passk.elicit: {w}" for w in wrong]
     valid = template_names()
     out = [f"passk.elicit: unknown template {t!r}" for t in e.templates or () if t not in valid]
     out += [
@@ -206,13 +226,15 @@ def _elicit_problems(e) -> list[str]:
         for x in e.parses
         if x not in PARSES
     ]
-    if any(not isinstance(k, int) or k < 0 for k in e.shots) or not e.shots:
-        out.append(f"passk.elicit: shots={e.shots} must be integers >= 0 (0 = no examples)")
-    if any(not t > 0 for t in e.temperatures):
-        out.append(f"passk.elicit: temperatures={e.temperatures} must be > 0")
-    if e.selection_problems < 1 or e.n < 1:
-        out.append("passk.elicit: selection_problems and n must be >= 1")
     return out
+
+
+def _launch_problems(study: Study) -> list[str]:
+    """The launcher's options as one record pass (a `Launch` checks itself when it is built; a
+    record replaced afterwards is checked again here)."""
+    if study.launch is None:
+        return []
+    return record_problems(study.launch, "launch: ")
 
 
 def _search_problems(study: Study) -> list[str]:

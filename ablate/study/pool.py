@@ -11,6 +11,7 @@ import contextlib
 import multiprocessing as mp
 import os
 import signal
+import sys
 import threading
 import warnings
 from pathlib import Path
@@ -19,6 +20,7 @@ from typing import Any
 from ablate.base.errors import AblateWarning, Interrupted
 from ablate.base.lifetime import die_with_parent, watch_parent
 from ablate.base.threads import choose_threads
+from ablate.base.waits import WaitWarning
 from ablate.study.study import Study, Trial
 from ablate.study.trial_run import RunHooks, TrialOutcome, notify, run_trial
 
@@ -40,9 +42,17 @@ def _worker_init(threads: int, progress: Any) -> None:
     _PROGRESS = progress
     torch.set_num_threads(threads)
     # the coordinating process printed them when the study loaded; a worker would repeat
-    # them once per trial, with a source location
+    # them once per trial, with a source location; a wait that lasts is the worker's own news
     warnings.simplefilter("ignore", AblateWarning)
+    warnings.simplefilter("always", WaitWarning)
+    warnings.showwarning = _one_line
     _stop_with_coordinator()
+
+
+def _one_line(message, category, filename, lineno, file=None, line=None) -> None:
+    """A worker's warning as the CLI prints one: `warning: <message>`, no source location."""
+    with contextlib.suppress(OSError, ValueError):  # the coordinator's stderr may be gone
+        sys.stderr.write(f"warning: {message}\n")
 
 
 def _stop_with_coordinator() -> None:

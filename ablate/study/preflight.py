@@ -20,7 +20,7 @@ from ablate import tracking
 from ablate.base.errors import ConfigError
 from ablate.base.sql_urls import sqlite_file_problem
 from ablate.models import resolve_model_path, zoo_names
-from ablate.study.resources import memory_limit, model_limits, size_problems
+from ablate.study.resources import memory_limit, model_limits, sampling_phases, size_problems
 
 if TYPE_CHECKING:
     from ablate.study.study import Study
@@ -50,11 +50,10 @@ def preflight_study(
 
     models = list(dict.fromkeys(model for _, model, _, _ in study.cells()))
     problems = []
-    passk_n = study.passk.n if study.passk is not None else None
     for check in (
         lambda: check_models(models),
         lambda: check_task_data(study.task, study.task_options),
-        lambda: check_sizes(study.budget, study.eval, models, study.device, passk_n),
+        lambda: check_sizes(study.budget, sampling_phases(study), models, study.device),
         lambda: check_elicitation(study, models),
         lambda: check_selection_split(study),
     ):
@@ -66,9 +65,10 @@ def preflight_study(
         raise ConfigError("; ".join(dict.fromkeys(problems)))
 
 
-def check_sizes(budget, eval, models: Iterable[str], device: str, passk_n=None) -> None:
-    """Every size against each model's positions and the memory of `device`
-    (`ablate.study.resources`); one ConfigError naming each field and its limit."""
+def check_sizes(budget, samples: Mapping[str, int], models: Iterable[str], device: str) -> None:
+    """Every size against each model's positions and the memory of `device`: a training step's
+    batch and every other sampling phase's `samples` of one problem (field -> count,
+    `ablate.study.resources.sampling_phases`); one ConfigError naming each field and its limit."""
 
     memory = memory_limit(device)
     problems = []
@@ -77,7 +77,7 @@ def check_sizes(budget, eval, models: Iterable[str], device: str, passk_n=None) 
             limits = model_limits(resolve_model_path(model))
         except ConfigError:
             continue  # check_models says why it does not load
-        problems += size_problems(budget, eval, model, limits, memory, passk_n)
+        problems += size_problems(budget, model, limits, memory, samples)
     if problems:
         raise ConfigError("; ".join(dict.fromkeys(problems)))
 

@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from ablate.factors.eval_spec import EvalSpec
     from ablate.factors.spec import Budget
 
 #: Bytes a step keeps for each sampled token besides its hidden state: an int64 id, int64 and
@@ -29,6 +29,11 @@ WEIGHT_COPIES = 4
 POSITION_KEYS = ("max_position_embeddings", "n_positions", "max_sequence_length", "seq_length")
 #: The sizes of a step's batch, with their defaults (the field blamed is the one furthest above).
 STEP_SIZES = {"prompts_per_step": 8, "group_size": 8, "max_new_tokens": 80}
+#: Seconds per RL step at 8 prompts × 8 completions × 80 new tokens on one CPU core of the
+#: reference machine (scaled by their product; measured, and read by `ablate plan`'s defaults).
+STEP_SECONDS, STEP_TOKENS = 0.58, 8 * 8 * 80
+#: A trial estimated to train longer than this is said (a year: no real budget comes near it).
+ABSURD_SECONDS = 365.25 * 86400
 
 
 def model_limits(folder: str | os.PathLike) -> dict[str, int]:
@@ -79,15 +84,28 @@ def memory_limit(device: str) -> tuple[int, str] | None:
     return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"), "this machine's RAM"
 
 
+def sampling_phases(study) -> dict[str, int]:
+    """The samples of one problem each sampling phase of `study` draws at once besides a
+    training step, by the field that sets them: the eval's, the Pass@G phase's, the
+    elicitation's."""
+    out = {"EvalSpec: n_samples": study.eval.n_samples}
+    if study.passk is not None:
+        out["PassKSpec: n"] = study.passk.n
+        if study.passk.elicit is not None:
+            out["ElicitSpec: n"] = study.passk.elicit.n
+    return out
+
+
 def size_problems(
     budget: Budget,
-    eval: EvalSpec,
     model: str,
     limits: dict[str, int],
     memory: tuple[int, str] | None,
-    passk_n: int | None = None,
+    samples: Mapping[str, int] | None = None,
 ) -> list[str]:
-    """Each size the model or the memory cannot hold, naming its field and the limit."""
+    """Each size the model or the memory cannot hold, naming its field and the limit: a
+    training step's batch, and `samples` (field -> samples of one problem: every other
+    sampling phase, `sampling_phases`)."""
     out = []
     positions = limits.get("positions")
     if positions and budget.max_new_tokens >= positions:
@@ -103,26 +121,60 @@ def size_problems(
     fixed += budget.max_new_tokens * limits.get("vocab", 0) * 4  # one sequence's logits
     per_token = (BYTES_PER_TOKEN + limits.get("hidden_bytes", 0)) * budget.max_new_tokens
     room = max(total - fixed, 0) // per_token  # sequences of one step that fit
-    sizes = {k: getattr(budget, k) for k in STEP_SIZES}
-    batch = budget.prompts_per_step * budget.group_size
-    if batch > room:
-        field = max(sizes, key=lambda k: sizes[k] / STEP_SIZES[k])
-        others = batch * budget.max_new_tokens // sizes[field]
-        most = max(total - fixed, 0) * budget.max_new_tokens // (per_token * max(others, 1))
-        out.append(
-            f"Budget: {field}={sizes[field]} is more than {where} can hold: a step of "
-            f"prompts_per_step × group_size × max_new_tokens = {batch * budget.max_new_tokens:,} "
-            f"tokens needs at least {_size(fixed + batch * per_token)} and there are "
-            f"{_size(total)}: with the other sizes as they are, {field} <= {most:,}"
-        )
-    for name, n in (("EvalSpec: n_samples", eval.n_samples), ("PassKSpec: n", passk_n)):
-        if n is not None and n > room:
+    out += _step_problems(budget, room, fixed, per_token, memory)
+    for name, n in (samples or {}).items():
+        if n > room:
             out.append(
                 f"{name}={n} is more than {where} can hold: {n:,} samples of a problem "
                 f"× max_new_tokens={budget.max_new_tokens} need at least "
                 f"{_size(fixed + n * per_token)} and there are {_size(total)}: use at most {room:,}"
             )
     return out
+
+
+def _step_problems(budget, room: int, fixed: int, per_token: int, memory) -> list[str]:
+    """A training step's batch beyond the `room` (sequences) `memory` leaves, naming the size
+    furthest above its default."""
+    total, where = memory
+    sizes = {k: getattr(budget, k) for k in STEP_SIZES}
+    batch = budget.prompts_per_step * budget.group_size
+    if batch <= room:
+        return []
+    field = max(sizes, key=lambda k: sizes[k] / STEP_SIZES[k])
+    others = batch * budget.max_new_tokens // sizes[field]
+    most = max(total - fixed, 0) * budget.max_new_tokens // (per_token * max(others, 1))
+    return [
+        f"Budget: {field}={sizes[field]} is more than {where} can hold: a step of "
+        f"prompts_per_step × group_size × max_new_tokens = {batch * budget.max_new_tokens:,} "
+        f"tokens needs at least {_size(fixed + batch * per_token)} and there are "
+        f"{_size(total)}: with the other sizes as they are, {field} <= {most:,}"
+    ]
+
+
+def training_estimate(budget: Budget, trials: int) -> str | None:
+    """One line when the budget implies an absurd training time (over `ABSURD_SECONDS` a
+    trial), estimated at `STEP_SECONDS` per step scaled by its tokens: the CPU rate `ablate
+    plan` prices a study with (a GPU is faster, a larger model slower); None otherwise."""
+    tokens = budget.prompts_per_step * budget.group_size * budget.max_new_tokens
+    steps = budget.max_steps
+    if budget.max_generated_tokens is not None:  # the trial stops at its token budget
+        steps = min(steps, -(-budget.max_generated_tokens // tokens))
+    seconds = steps * STEP_SECONDS * tokens / STEP_TOKENS
+    if seconds <= ABSURD_SECONDS:
+        return None
+    return (
+        f"Budget: max_steps={budget.max_steps:,} at {tokens:,} tokens a step implies about "
+        f"{_duration(seconds)} of training per trial ({trials} trial(s)), at the measured CPU "
+        f"rate of {STEP_SECONDS} s per step of {STEP_TOKENS:,} tokens (`ablate plan` prices it "
+        "from a pilot): check max_steps"
+    )
+
+
+def _duration(seconds: float) -> str:
+    for unit, scale in (("years", 365.25 * 86400), ("days", 86400), ("hours", 3600)):
+        if seconds >= scale:
+            return f"{seconds / scale:,.0f} {unit}"
+    return f"{seconds:,.0f} s"
 
 
 def _size(n: int) -> str:

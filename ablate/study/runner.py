@@ -117,7 +117,8 @@ def _close_parent(parent, outcomes: list[TrialOutcome]) -> None:
 def setup_lock(root: Path) -> Iterator[None]:
     """Exclusive among the processes of this machine sharing the results folder `root`."""
 
-    with file_lock(Path(root) / ".setup.lock"):
+    lock = Path(root) / ".setup.lock"
+    with file_lock(lock, f"the results folder's setup lock {lock} (another runner sets up)"):
         yield
 
 

@@ -9,7 +9,9 @@ import contextlib
 from collections.abc import Callable, Iterator
 
 from ablate import tracking
-from ablate.base.errors import StoreError
+from ablate.base.durable import disk_hint, is_disk_error
+from ablate.base.errors import AblateError, StoreError
+from ablate.base.sql_urls import sqlite_file_problem
 from ablate.study.study import Trial
 from ablate.tracking import LeaseTable, StudyStore
 
@@ -57,8 +59,36 @@ def store_error(exc: BaseException, trial: Trial | None = None, uri: str = "") -
         uri = str(exc.filename)
     at = "" if trial is None else f" at trial {trial.id} ({trial.arm}, seed {trial.spec.seed})"
     where = f"{uri}: " if uri else ""
+    hint = f": {disk_hint(exc)}" if disk_hint(exc) else ""
     return StoreError(
-        f"the results store cannot be written ({where}{failure_words(exc)}); the study "
+        f"the results store cannot be written ({where}{failure_words(exc)}{hint}); the study "
         f"stopped{at}. Fix it and rerun: finished trials are kept and the others resume "
         "from their last checkpoint"
     )
+
+
+@contextlib.contextmanager
+def read_errors(uri: str) -> Iterator[None]:
+    """A results store that cannot be read (a damaged database, a server that does not answer)
+    as one `StoreError` naming it, for the commands that only read (`report`, `status`); a
+    disk that cannot take what they write is said by the CLI."""
+    if problem := sqlite_file_problem(uri):
+        raise StoreError(problem)
+    store = tracking.open_store(uri)
+    if problem := tracking.read_problem(store):
+        raise StoreError(problem)
+    try:
+        yield
+    except Exception as exc:
+        if (
+            isinstance(exc, AblateError)
+            or is_disk_error(exc)
+            or not tracking.is_failure(store, exc)
+        ):
+            raise
+        mend = f"; if an upgrade was stopped in it: ablate repair --tracking-uri {uri}"
+        raise StoreError(
+            f"the results store {uri} cannot be read ({failure_words(exc)}): restore it, or "
+            "pass another --results or --tracking-uri"
+            + (mend if hasattr(store, "repair") and uri.startswith("sqlite:") else "")
+        ) from exc

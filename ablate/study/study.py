@@ -16,10 +16,11 @@ import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from ablate.base.errors import AblateError, StudyError, StudyWarning, keyword_hint
 from ablate.factors.eval_spec import CurveSpec, EvalSpec
+from ablate.factors.fields import Rule, shown
 from ablate.factors.finding import Finding
 from ablate.factors.spec import Budget, Engine, Optim, TrialSpec
 from ablate.launch.options import Launch
@@ -81,11 +82,20 @@ class ElicitSpec:
     n: int = 8
     """Samples per selection problem (pass@1 is their mean correctness)."""
 
+    RULES: ClassVar[dict[str, Rule]] = {
+        "templates": Rule(nonempty=True, note="None searches the study's templates"),
+        "shots": Rule(nonempty=True, low=0, note="0 = no examples"),
+        "temperatures": Rule(above=0),
+        "parses": Rule(nonempty=True),
+        "selection_problems": Rule(low=1),
+        "n": Rule(low=1),
+    }
+
     def __post_init__(self) -> None:
-        for name in ("shots", "temperatures", "parses"):
-            object.__setattr__(self, name, tuple(getattr(self, name)))
-        if self.templates is not None:
-            object.__setattr__(self, "templates", tuple(self.templates))
+        for name in ("templates", "shots", "temperatures", "parses"):
+            value = getattr(self, name)
+            if isinstance(value, list | tuple | range):  # anything else: the checks name it
+                object.__setattr__(self, name, tuple(value))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -99,6 +109,14 @@ class PassKSpec:
     temperature: float = 1.0
     elicit: ElicitSpec | None = None
     """Also search the best-elicited base (None = off)."""
+
+    RULES: ClassVar[dict[str, Rule]] = {
+        "n": Rule(low=1),
+        "ks": Rule(nonempty=True, low=1),
+        "max_problems": Rule(low=1),
+        "templates": Rule(nonempty=True, note="None measures the study's templates"),
+        "temperature": Rule(above=0),
+    }
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -191,10 +209,10 @@ class Study:
         object.__setattr__(self, "control_effects", effects)
         problems = study_problems(self)
         if len(problems) == 1:
-            raise StudyError(f"study {self.name!r}: {problems[0]}")
+            raise StudyError(f"study {shown(self.name)}: {problems[0]}")
         if problems:
             raise StudyError(
-                f"study {self.name!r} has {len(problems)} problem(s):\n  - "
+                f"study {shown(self.name)} has {len(problems)} problem(s):\n  - "
                 + "\n  - ".join(problems)
             )
         for message in study_warnings(self):

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ablate import tracking
+from ablate.base.errors import StoreError
 from ablate.base.store import tags as tag
 from ablate.study.lease import LeaseLost, TrialLease
 from ablate.study.store_failures import lease_errors, store_error
@@ -133,7 +134,7 @@ def _run_leased(study, trial, store, study_dir, hooks, position, lease) -> Trial
     except Exception as exc:
         if tracking.is_failure(store, exc):
             raise store_error(exc, trial, store.uri) from exc
-        raise
+        raise  # a StoreError (a damaged store file, named) too
 
     def on_step(step: int, total: int, metrics: dict[str, float]) -> None:
         lease.check()  # stop before writing a checkpoint another runner may now own
@@ -149,6 +150,8 @@ def _run_leased(study, trial, store, study_dir, hooks, position, lease) -> Trial
     except KeyboardInterrupt:  # Ctrl-C, SIGTERM, a worker's coordinator gone: stopped, not failed
         with contextlib.suppress(Exception):
             tracker.close("KILLED")  # a rerun resumes this run from its last checkpoint
+        raise
+    except StoreError:  # the store's own words (a damaged file, named): not the trial's failure
         raise
     except Exception as exc:
         if tracking.is_failure(store, exc):

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ablate.base.errors import ConfigError
 from ablate.base.store.common import algorithm_diff_tags, disk_failure, environment_tags
 from ablate.base.store.leases import LeasePort, LeaseTable
 from ablate.base.store.port import (
@@ -51,7 +52,9 @@ __all__ = [
     "is_failure",
     "leases_of",
     "open_store",
+    "read_problem",
     "register_store",
+    "repair",
     "ui_of",
 ]
 
@@ -100,6 +103,22 @@ def is_failure(store: StudyStore, exc: BaseException) -> bool:
     """Whether `exc` is a failure of `store` (as it classifies its own, `StoreFailures`) or of the
     disk, not of a trial: the study stops with one line, and a rerun once it is fixed resumes."""
     return disk_failure(exc) or (isinstance(store, StoreFailures) and store.is_failure(exc))
+
+
+def repair(store: StudyStore) -> str:
+    """Mend what a stop left half-made in `store` (a store's optional `repair()`: the MLflow
+    sqlite database's half-done upgrade), keeping its runs; what was done, in one line."""
+    mend = getattr(store, "repair", None)
+    if mend is None:
+        raise ConfigError(f"{store.kind} {store.uri}: ablate repair has nothing to mend in it")
+    return mend()
+
+
+def read_problem(store: StudyStore) -> str | None:
+    """What a command that only reads should say before it reads `store`, in one line (a
+    store's optional `read_problem()`: a half-upgraded MLflow database, with its repair)."""
+    look = getattr(store, "read_problem", None)
+    return None if look is None else look()
 
 
 def ui_of(store: StudyStore) -> StoreUI | None:

@@ -161,7 +161,11 @@ class FileStore:
 
     def find_study(self, name: str) -> FileStudy | None:
         folder = self._study_folder(name)
-        parent = read_json(folder / "study.json").get("parent")
+        fix = (
+            f"restore it from a copy, or move the study's folder {folder} out of the store "
+            "(its trials then train again)"
+        )
+        parent = read_json(folder / "study.json", fix).get("parent")
         return None if parent is None else FileStudy(folder, name, parent)
 
     def runs(self, study_name: str) -> RunTable:

@@ -22,11 +22,13 @@ import shutil
 import tempfile
 import time
 import uuid
+import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ablate.base import faults
+from ablate.base import durable, faults
+from ablate.base.errors import StoreError
 from ablate.base.locks import file_lock
 from ablate.base.store.common import (
     PARAM_MAX_CHARS,
@@ -52,7 +54,7 @@ def write_json(path: Path, data: Any) -> None:
 def write_bytes(path: Path, data: bytes) -> None:
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
-        with os.fdopen(fd, "wb") as handle:
+        with durable.named(tmp), os.fdopen(fd, "wb") as handle:
             handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
@@ -63,12 +65,14 @@ def write_bytes(path: Path, data: bytes) -> None:
         raise
 
 
-def read_json(path: Path) -> dict[str, Any]:
-    """The JSON object at `path`; {} when there is none yet."""
-    try:
-        return json.loads(path.read_text())
-    except FileNotFoundError:
-        return {}
+def read_json(path: Path, fix: str) -> dict[str, Any]:
+    """The JSON object at `path`; {} when there is none yet. A file that is not a whole JSON
+    object (damaged: every write here is atomic, so a disk's fault or a hand's) is a
+    `StoreError` naming it and `fix`."""
+    found = durable.read_json(path, fix, missing={})
+    if not isinstance(found, dict):
+        raise StoreError(f"{path} is damaged (not a JSON object): {fix}")
+    return found
 
 
 def now_ms() -> int:
@@ -97,14 +101,21 @@ class RunFolder:
     def exists(self) -> bool:
         return (self.folder / "run.json").is_file()
 
+    def _read(self, name: str) -> dict[str, Any]:
+        return read_json(
+            self.folder / name,
+            f"restore it from a copy, or move the run's folder {self.folder} out of the store "
+            "(the next `ablate run` makes it again: a trial's run by training the trial again)",
+        )
+
     def info(self) -> dict[str, Any]:
-        return read_json(self.folder / "run.json")
+        return self._read("run.json")
 
     def tags(self) -> dict[str, str]:
-        return read_json(self.folder / "tags.json")
+        return self._read("tags.json")
 
     def params(self) -> dict[str, str]:
-        return read_json(self.folder / "params.json")
+        return self._read("params.json")
 
     @contextlib.contextmanager
     def _locked(self) -> Iterator[None]:
@@ -143,14 +154,16 @@ class RunFolder:
         lines = [json.dumps({"k": k, "v": v, "t": t, "s": s}) + "\n" for k, v, t, s in rows]
         data = "".join(lines).encode()
         cut = len(data) - len(lines[-1]) // 2  # inside the last line
-        fd = os.open(self.folder / METRICS, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-        try:
-            _write_all(fd, data[:cut])
-            faults.point("metrics_append", rows[-1][3])
-            _write_all(fd, data[cut:])
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        path = self.folder / METRICS
+        with durable.named(path):
+            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            try:
+                _write_all(fd, data[:cut])
+                faults.point("metrics_append", rows[-1][3])
+                _write_all(fd, data[cut:])
+                os.fsync(fd)
+            finally:
+                os.close(fd)
 
     def metric_rows(self) -> list[MetricRow]:
         """Every complete metric line, in the order written; a torn last line is no row."""
@@ -158,13 +171,21 @@ class RunFolder:
             text = (self.folder / METRICS).read_bytes().decode(errors="replace")
         except FileNotFoundError:
             return []
-        rows = []
-        for line in text.split("\n")[:-1]:  # the part after the last newline is torn or empty
+        rows, damaged = [], []
+        for number, line in enumerate(text.split("\n")[:-1], 1):  # after the last newline: torn
             try:
                 row = json.loads(line)
                 rows.append((str(row["k"]), float(row["v"]), int(row["t"]), int(row["s"])))
             except (ValueError, KeyError, TypeError):
-                continue  # not a row (cannot happen short of an edit by hand): never counted
+                damaged.append(number)  # not a row (a disk's fault or a hand's): never counted
+        if damaged:
+            warnings.warn(
+                f"{self.folder / METRICS}: line(s) {', '.join(map(str, damaged[:5]))} of "
+                f"{number} are not metric rows (damaged): they are skipped; restore the file "
+                "from a copy to keep them",
+                durable.UnreadableFileWarning,
+                stacklevel=2,
+            )
         return rows
 
     def cut_torn_line(self) -> None:

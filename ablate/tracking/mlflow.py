@@ -11,13 +11,14 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from ablate.base.errors import ConfigError
 from ablate.base.sql_urls import driver_url
 from ablate.base.store.common import artifact_files
 from ablate.base.store.port import Guard, terminal
 from ablate.base.store.table import RunTable
 from ablate.base.store.tags import CURRENT, KIND, PLAN_MARKED, RESUMES, STUDY, TRIAL_ID
 from ablate.base.store.ui import StoreUI
-from ablate.tracking import mlflow_read
+from ablate.tracking import mlflow_read, mlflow_schema
 from ablate.tracking.mlflow_client import (
     PARENT,
     client,
@@ -143,11 +144,13 @@ class MLflowStore:
 
     def init(self) -> None:
         """Create the database schema once, before processes fan out: concurrent first use of a
-        fresh sqlite file races on the migrations. Idempotent."""
+        fresh sqlite file races on the migrations. A sqlite file is built whole under another
+        name and renamed into place, or rebuilt when a kill left it half-made and empty
+        (`mlflow_schema`). Idempotent."""
         path = sqlite_path(self.uri)
         if path is not None:
-            path.parent.mkdir(parents=True, exist_ok=True)
-        client(self.uri).search_experiments(max_results=1)  # the store migrates on first use
+            mlflow_schema.ensure(path)
+        client(self.uri).search_experiments(max_results=1)  # a server's or other database's
 
     def exists(self) -> bool:
         path = sqlite_path(self.uri)
@@ -159,7 +162,12 @@ class MLflowStore:
         path = sqlite_path(self.uri)
         if path is not None and path.exists() and not os.access(path, os.W_OK):
             return f"{path} is not writable"
-        return None
+        return None if path is None else mlflow_schema.leftover_problem(path)
+
+    def read_problem(self) -> str | None:
+        """A sqlite file a stop left half-upgraded, holding runs, named with its repair."""
+        path = sqlite_path(self.uri)
+        return None if path is None or not path.is_file() else mlflow_schema.leftover_problem(path)
 
     def open_study(self, name: str, *, experiment: str | None = None) -> MLflowStudy:
         return MLflowStudy.open(self.uri, name, experiment=experiment)
@@ -207,6 +215,18 @@ class MLflowDatabaseStore(MLflowStore):
         if self.uri.startswith(("postgresql", "postgres://")):
             return LeaseStore(driver_url(self.uri))
         return LeaseStore.in_folder(results_root)
+
+    def repair(self) -> str:
+        """A sqlite database a stop left half-upgraded, mended on a copy keeping its runs
+        (`mlflow_repair`; a copy of it as it was is kept first)."""
+        from ablate.tracking.mlflow_repair import keep_copy, repair
+
+        path = sqlite_path(self.uri)
+        if path is None or not path.is_file():
+            raise ConfigError(f"{self.uri}: ablate repair mends a sqlite MLflow database file")
+        with mlflow_schema.building(path):
+            backup = keep_copy(path)
+            return f"{repair(path)} (as it was: {backup})"
 
     def ui(self) -> StoreUI:
         """`mlflow server` on the database."""

@@ -41,8 +41,10 @@ def client(uri: str) -> Any:
     from mlflow.tracking import MlflowClient
 
     from ablate.tracking.mlflow_http import prepare
+    from ablate.tracking.sql_waits import watch_sql
 
     prepare(uri)  # a server that stops answering: bounded retries, said at once
+    watch_sql()  # a statement waiting on a database another process holds: said while it waits
 
     # Schema creation logs a dozen INFO lines per fresh database. A failing database write is
     # logged by MLflow as a full traceback before it raises; the runner reports it in one line.

@@ -26,6 +26,9 @@ _SQL_PACKAGES = ("sqlalchemy", "sqlite3", "psycopg2")
 def _tables(url: str) -> tuple[Any, Any]:
     import sqlalchemy as sa
 
+    from ablate.tracking.sql_waits import watch_sql
+
+    watch_sql()
     if url.startswith("sqlite:///"):
         Path(url[len("sqlite:///") :]).parent.mkdir(parents=True, exist_ok=True)
         engine = sa.create_engine(url, connect_args={"timeout": 30}, poolclass=sa.pool.NullPool)

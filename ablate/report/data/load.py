@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import io
 import json
 import re
 import tempfile
@@ -31,6 +32,7 @@ from pathlib import Path
 import pandas as pd
 
 from ablate import tracking
+from ablate.base import durable
 from ablate.base.errors import AblateError
 from ablate.factors.algorithms import RENAMED, Algorithm
 from ablate.factors.eval_spec import CurveSpec
@@ -241,8 +243,11 @@ def load_samples(store: StudyStore, trials: pd.DataFrame) -> pd.DataFrame:
 
 
 def read_passk(results_dir: Path, study_name: str, name: str = "passk.csv") -> pd.DataFrame:
+    """A base-model phase's table; a damaged one is a `StoreError` naming it."""
     path = results_dir / study_name / name
-    return pd.read_csv(path) if path.is_file() else pd.DataFrame()
+    fix = "delete it: the next `ablate run` of the study writes it again from its cache"
+    read = durable.read_whole(path, lambda text: pd.read_csv(io.StringIO(text)), fix)
+    return pd.DataFrame() if read is None else read
 
 
 def _cache_key(trials: pd.DataFrame, runs: pd.DataFrame) -> str:
@@ -256,7 +261,8 @@ def _cache_key(trials: pd.DataFrame, runs: pd.DataFrame) -> str:
 def _cached(folder: Path, key: str, build: dict) -> dict[str, pd.DataFrame]:
     """Read the frames named in `build` from `folder` when its key matches, else build them."""
     stamp = folder / "key.json"
-    if stamp.is_file() and json.loads(stamp.read_text()).get("key") == key:
+    found = durable.read_valid(stamp, lambda p: json.loads(p.read_text()), "it is built again")
+    if isinstance(found, dict) and found.get("key") == key:
         try:
             return {name: pd.read_parquet(folder / f"{name}.parquet") for name in build}
         except (OSError, ValueError):
@@ -265,7 +271,7 @@ def _cached(folder: Path, key: str, build: dict) -> dict[str, pd.DataFrame]:
     folder.mkdir(parents=True, exist_ok=True)
     for name, frame in frames.items():
         frame.to_parquet(folder / f"{name}.parquet", index=False)
-    stamp.write_text(json.dumps({"key": key}))
+    durable.write_atomic(stamp, json.dumps({"key": key}))
     return frames
 
 

@@ -33,6 +33,7 @@ from ablate.report.stats.pilot import (  # noqa: F401 (the pilot's API, re-expor
 from ablate.report.stats.plan_power import PowerCheck
 from ablate.study.controls import declared
 from ablate.study.design_checks import eval_problem_count
+from ablate.study.resources import STEP_SECONDS, STEP_TOKENS
 from ablate.study.study import Study
 from ablate.tasks import get_task
 
@@ -52,8 +53,9 @@ DEFAULT_SP_SD = 0.10
 # eval.n_samples=8 --set minibatches=4 --set kl_coef=0` logged budget/wall_seconds 11.54 and
 # ran 22.19 s between its run's start and end; the same with 5 steps, 64 problems × 2 samples:
 # 2.99 s and 4.53 s. Eval = run − training: 10.65 s for 4096 samples, 1.54 s for 256.
-#: seconds per RL step at 8 prompts × 8 completions × 80 new tokens (scaled by their product)
-DEFAULT_STEP_SECONDS, DEFAULT_STEP_TOKENS = 0.58, 8 * 8 * 80
+#: seconds per RL step at 8 prompts × 8 completions × 80 new tokens (scaled by their product;
+#: kept with the study's resource checks, which say an absurd budget's time before compute)
+DEFAULT_STEP_SECONDS, DEFAULT_STEP_TOKENS = STEP_SECONDS, STEP_TOKENS
 #: seconds per eval sample at 80 new tokens (the slope of the two runs; scaled by the limit)
 DEFAULT_EVAL_SAMPLE_SECONDS, DEFAULT_EVAL_TOKENS = 0.0024, 80
 #: mean completion length / max_new_tokens (rl_ready's eval: 41.6 of 80 tokens), for the
