@@ -117,6 +117,7 @@ def test_report_shows_every_figure_and_table_without_overflow(browser, study, wi
     requests: list[str] = []
     page.on("request", lambda r: requests.append(r.url))
     page.goto((report / "report.html").as_uri(), wait_until="load")
+    page.evaluate("() => document.querySelectorAll('details').forEach(d => { d.open = true; })")
     images = page.eval_on_selector_all("img", "els => els.map(e => [e.alt, e.naturalWidth])")
     figures = sorted(caption(p) for p in (report / "figures").glob("*.png"))  # alt: what it shows
     assert len(figures) >= 4 and sorted(alt for alt, _ in images) == figures
@@ -251,3 +252,20 @@ def test_report_is_an_artifact_of_the_study_run(study, ui, ui_page):
     body = page.inner_text("body")
     assert "report.html" in body and "tables" in body and "figures" in body
     _save(page, report, "ui-report-artifact")
+
+
+def test_report_first_screen_states_the_budget_and_the_verdicts(browser, study):
+    """Issue 44: the first 1280×900 screen reads as a results paragraph (estimand, training
+    budget, verdicts); the appendix sits closed below the fold."""
+    _, report = study
+    page = browser.new_context(viewport={"width": 1280, "height": 900}).new_page()
+    page.goto((report / "report.html").as_uri(), wait_until="load")
+    visible = page.evaluate(
+        """() => [...document.querySelectorAll('p, li, h3')]
+        .filter(e => { const r = e.getBoundingClientRect(); return r.height > 0 && r.top < 900; })
+        .map(e => e.innerText).join('\\n')"""
+    )
+    assert "Estimand:" in visible and "Training budget:" in visible and "RL steps" in visible
+    assert any(v in visible for v in ("Equivalent within", "No contrast is different", "Different"))
+    assert page.evaluate("() => document.querySelectorAll('details:not([open])').length") == 1
+    _save(page, report, "report-first-screen")

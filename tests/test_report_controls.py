@@ -12,6 +12,7 @@ from scipy import stats as sps
 
 from ablate.factors.presets import baseline
 from ablate.report.claims import sentences
+from ablate.report.data import numbers
 from ablate.report.render import forest, headline
 from ablate.report.stats import contrasts as cx
 from ablate.report.stats import controls as ctl
@@ -75,7 +76,10 @@ def test_each_control_gets_its_mde_and_detection_at_its_declared_effect():
         assert shown["declared Δ"] == declared and shown["MDE 80%"] == row.mde
         p = ctl.detection_task(row.diffs, declared, 0.05)
         assert shown["P(detect) at declared"] == pytest.approx(p)
-        assert shown["check"] == f"detected (P(detect) {p:.2f} at its declared {declared:+.3g})"
+        assert (
+            shown["check"]
+            == f"detected (P(detect) {p:.2f} at its declared {numbers.rate(declared, sign=True)})"
+        )
     labels = [r.label for r in forest.forest_rows(data)]
     assert "noisy (graded control)" in labels and "random (positive control)" in labels
     said = sentences.control_sentences([positive, graded], data.control_effects)
@@ -92,7 +96,7 @@ def test_a_missed_graded_control_is_not_a_failure_and_a_wrong_side_is_flagged():
         control_effects={"random": -0.25, "noisy": -0.02},
     )
     rows = {r["arm"]: r["check"] for r in headline.control_table(data).rows}
-    assert rows["random"] == "DETECTED ON THE WRONG SIDE of its declared -0.25"
+    assert rows["random"] == "DETECTED ON THE WRONG SIDE of its declared −0.25"
     assert rows["noisy"].startswith("not detected (P(detect) 0.")
     # without a declared effect, the positive control reads as before
     plain = make({"grpo": 0.0, "random": 0.0}, seeds=range(3), positive_control="random")

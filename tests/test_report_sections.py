@@ -23,6 +23,7 @@ from ablate.report.render.blocks import (
     Box,
     Bullets,
     Figure,
+    Fold,
     Heading,
     Links,
     Page,
@@ -125,7 +126,13 @@ def test_markdown_and_html_show_the_same_headings_lists_and_tables_in_the_same_o
     folder, page = written
     md, text = (folder / "report.md").read_text(), (folder / "report.html").read_text()
     headings = [b.text for b in walk(page.blocks) if isinstance(b, Heading)]
-    assert _md_headings(md) == _html_headings(text) == headings
+    shown = [
+        b.text if isinstance(b, Heading) else b.summary
+        for b in walk(page.blocks)
+        if isinstance(b, Heading | Fold)
+    ]  # the fold's summary: the appendix's heading
+    assert _md_headings(md) == _html_headings(text) == shown
+    assert [h for h in shown if h not in headings] == [build.APPENDIX]
     assert headings[:3] == [
         "Report: synthetic",
         "Findings",

@@ -213,15 +213,17 @@ def test_aa_replicate_is_paired_by_seed_and_a_difference_is_a_calibration_failur
 @pytest.mark.parametrize(
     ("x", "text"),
     [
-        (0.0004, "4.0e-04"),
-        (-0.00002, "-2.0e-05"),
+        (0.0004, "0.00040"),
+        (-0.00002, "−0.000020"),
         (0.0, "0.000"),
         (0.1234, "0.123"),
+        (-0.07, "−0.070"),
+        (61.621, "61.6"),
         (12345.6, "12,346"),
         (float("nan"), "–"),
     ],
 )
-def test_numbers_never_print_as_a_bare_zero(x, text):
+def test_numbers_never_print_as_a_bare_zero_nor_in_scientific_notation(x, text):
     assert formats._num(x) == text
 
 
@@ -267,7 +269,8 @@ def test_tiny_p_values_keep_their_digits_and_zero_signal_prints_as_zero():
 
     from ablate.report.render import secondary
 
-    assert formats._num(1.1e-94) == "1.1e-94"
+    assert formats._text(1.1e-94, column="p (Holm)") == "< 1e-6"  # floored: no test says less
+    assert formats._text(3.2e-4, column="p") == "0.00032"
     passk = pd.DataFrame(
         dict(
             model="m",

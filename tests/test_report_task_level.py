@@ -11,7 +11,7 @@ import pytest
 
 from ablate.factors.presets import baseline
 from ablate.report.claims import sentences as fd
-from ablate.report.render import budget, build, headline
+from ablate.report.render import budget, build, headline, opening
 from ablate.report.stats import contrasts as cx
 from ablate.report.stats import crossed
 from ablate.testing import study_data
@@ -140,7 +140,7 @@ def test_without_per_problem_records_the_reading_is_labelled_fixed():
     data = study_data(runs, algorithms=ALGOS, reference="grpo")
     (row,) = cx.headline_contrasts(data)
     assert row.reading == cx.FIXED and row.problems == 0
-    assert build.estimand(data).startswith("Estimand: the study's eval problems as fixed")
+    assert opening.estimand(data).startswith("Estimand: the study's eval problems as fixed")
 
 
 def test_the_variance_budget_splits_each_arms_per_seed_variance():

@@ -8,6 +8,7 @@ from collections.abc import Mapping
 
 from ablate.factors import confounds
 from ablate.report.claims.rules import CONTRADICTED, DECIDED, EQUIVALENT, Claim, verdict_text
+from ablate.report.data import numbers
 from ablate.report.data.load import StudyData
 from ablate.report.stats import contrasts as cx
 from ablate.report.stats import controls as ctl
@@ -19,13 +20,24 @@ TOKEN_RATIO_FLAG = 1.1  # an arm generating >10% more tokens per step than the r
 
 
 def _f(x: float) -> str:
-    if not math.isfinite(x):
-        return "–"
-    return f"{x:+.1e}" if x != 0 and abs(x) < 1e-3 else f"{x:+.3f}"
+    return numbers.num(x, sign=True)
 
 
-def _interval(e: inference.Estimate) -> str:
-    return f"[{_f(e.low)}, {_f(e.high)}]" if math.isfinite(e.low) else ""
+def _est(e: inference.Estimate) -> str:
+    """The estimate and its interval, decimals by the interval's width (`numbers`)."""
+    return numbers.estimate(e.value, e.low, e.high, sign=True)
+
+
+def _p(p: float) -> str:
+    text = numbers.p_value(p)
+    return f"p {text}" if text.startswith("<") else f"p = {text}"
+
+
+def _reading(r: cx.ContrastRow) -> str:
+    """A contrast's verdict in a few words (significance where there is no verdict)."""
+    if r.verdict:
+        return str(r.verdict)
+    return "significant" if r.significant else "not significant"
 
 
 def contrast_sentence(r: cx.ContrastRow) -> str:
@@ -42,7 +54,7 @@ def contrast_sentence(r: cx.ContrastRow) -> str:
             f"{where}: Δ pass@1 = {_f(d.value)} ({about}): the difference is the same in every "
             "seed and problem, no variance: no p-value."
         )
-    head = f"{where}: Δ pass@1 = {_f(d.value)} {_interval(d)} ({about}), Holm p = {r.p_holm:.3g}"
+    head = f"{where}: Δ pass@1 = {_est(d)} ({about}), Holm {_p(r.p_holm)}"
     if r.note.startswith("look "):  # `contrasts.sequential_verdicts`: the design decides
         head += f"; verdict of the sequential design at {r.note}, not of this fixed-design p"
     if r.verdict == cx.DIFFERENT and cx.crossed.equivalent(*r.interval90, r.margin):
@@ -51,23 +63,33 @@ def contrast_sentence(r: cx.ContrastRow) -> str:
         return f"{head} — different."
     if r.verdict == cx.EQUIVALENT:
         return f"{head} — equivalent within ±{r.margin:g} (90% interval inside the margin)."
-    return f"{head} — inconclusive: this design detects |Δ| ≥ {abs(r.mde):.3f} with 80% power" + (
-        f", and cannot yet rule out ±{r.margin:g}." if r.margin else "."
+    return (
+        f"{head} — inconclusive: this design detects |Δ| ≥ {numbers.num(abs(r.mde))} with 80% power"
+        + (f", and cannot yet rule out ±{r.margin:g}." if r.margin else ".")
     )
 
 
+def _changed(r: cx.ContrastRow, t: cx.ContrastRow) -> bool:
+    """Whether the secondary reading `t` changes the verdict of `r`: its significance, or its
+    verdict where both readings have one (equivalent → inconclusive counts)."""
+    verdicts = r.verdict in _VERDICTS and t.verdict in _VERDICTS and r.verdict != t.verdict
+    return verdicts or r.significant != t.significant
+
+
 def _token_disagreements(steps: list[cx.ContrastRow], tokens: list[cx.ContrastRow]) -> list[str]:
+    """Each contrast whose verdict the other reading (equal steps / equal tokens) changes, in
+    either direction."""
     at_tokens = {(r.arm, r.model, r.template): r for r in tokens}
     out = []
     for r in steps:
         t = at_tokens.get((r.arm, r.model, r.template))
-        if t is None or t.significant == r.significant:
+        if t is None or not _changed(r, t):
             continue
+        mark = f" ({numbers.integer(t.tokens)})" if math.isfinite(t.tokens) else ""
         out.append(
-            f"{r.arm} vs {r.reference} ({r.cell}) is {'' if r.significant else 'not '}"
-            f"significant at equal steps but {'' if t.significant else 'not '}at equal generated "
-            f"tokens ({t.tokens:,.0f}): Δ = {_f(t.contrast.diff.value)} "
-            f"{_interval(t.contrast.diff)}, Holm p = {t.p_holm:.3g}."
+            f"{r.arm} vs {r.reference} ({r.cell}) is {_reading(r)} at equal steps but "
+            f"{_reading(t)} at equal generated tokens{mark}: Δ = {_est(t.contrast.diff)}, "
+            f"Holm {_p(t.p_holm)}."
         )
     return out
 
@@ -152,7 +174,7 @@ def control_sentences(
     for r in rows:
         if r.kind == cx.GRADED:
             power = ctl.control_power(r, (declared or {}).get(r.arm))
-            stat = f"Δ = {_f(r.contrast.diff.value)} {_interval(r.contrast.diff)}"
+            stat = f"Δ = {_est(r.contrast.diff)}"
             out.append(
                 f"Graded control {r.arm} vs {r.reference} ({r.cell}): {stat}, "
                 f"{ctl.check(r, power)}."
@@ -162,7 +184,7 @@ def control_sentences(
         if r.n < inference.MIN_SEEDS:
             out.append(f"{kind} {r.arm} vs {r.reference}: too few seeds (n={r.n}).")
             continue
-        stat = f"Δ = {_f(d.value)} {_interval(d)}, Holm p = {r.p_holm:.3g} over {r.n} seeds"
+        stat = f"Δ = {_est(d)}, Holm {_p(r.p_holm)} over {r.n} seeds"
         if r.kind == cx.AA and r.significant:
             out.append(
                 f"CALIBRATION FAILURE: the A/A replicates {r.arm} and {r.reference} differ "
@@ -192,24 +214,20 @@ def _decided_by(c: Claim) -> str:
     if c.verdict == EQUIVALENT:
         return f"its 90% interval [{_f(c.low90)}, {_f(c.high90)}] lies inside ±{c.margin:g}"
     if c.verdict == CONTRADICTED:
-        held = f"Holm p = {c.p_holm:.3g}, " if math.isfinite(c.p_holm) else ""
+        held = f"Holm {_p(c.p_holm)}, " if math.isfinite(c.p_holm) else ""
         return f"{held}its 95% interval lies beyond {delta} against the claim{_exact(c)}"
-    return f"Holm p = {c.p_holm:.3g}{_exact(c)}"
+    return f"Holm {_p(c.p_holm)}{_exact(c)}"
 
 
 def _exact(c: Claim) -> str:
     """The exact sign-flip test's Holm p beside the t's, where it was required."""
-    return (
-        f", exact sign-flip p (Holm) = {c.p_exact_holm:.3g}"
-        if math.isfinite(c.p_exact_holm)
-        else ""
-    )
+    return f", exact sign-flip {_p(c.p_exact_holm)} (Holm)" if math.isfinite(c.p_exact_holm) else ""
 
 
 def claim_sentences(claims: list[Claim]) -> list[str]:
     return [
-        f"Claim {c.id} ({c.statement}) is {verdict_text(c)}: Δ = {_f(c.value)} "
-        f"[{_f(c.low)}, {_f(c.high)}], N = {int(c.n)}, {_decided_by(c)}."
+        f"Claim {c.id} ({c.statement}) is {verdict_text(c)}: Δ = "
+        f"{numbers.estimate(c.value, c.low, c.high, sign=True)}, N = {int(c.n)}, {_decided_by(c)}."
         if math.isfinite(c.low)
         else f"Claim {c.id} ({c.statement}) is {verdict_text(c)} ({_decided_by(c)}, "
         f"N = {int(c.n)})."
@@ -222,8 +240,8 @@ def finding_sentences(claims: list[Claim]) -> list[str]:
     """A reproduction's findings that were decided (supported, equivalent within the margin,
     contradicted), with the interval and the test that decided them."""
     return [
-        f"{c.id} ({c.statement}) is {verdict_text(c)}: Δ = {_f(c.value)} "
-        f"[{_f(c.low)}, {_f(c.high)}] over {c.n} seeds, {_decided_by(c)}."
+        f"{c.id} ({c.statement}) is {verdict_text(c)}: Δ = "
+        f"{numbers.estimate(c.value, c.low, c.high, sign=True)} over {c.n} seeds, {_decided_by(c)}."
         for c in claims
         if c.verdict in DECIDED
     ]

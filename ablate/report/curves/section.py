@@ -16,6 +16,7 @@ from ablate.report.curves.analysis import (
 )
 from ablate.report.curves.compare import CurveContrast, contrasts
 from ablate.report.curves.curvature import NO_PLATEAU
+from ablate.report.data import numbers
 from ablate.report.data.load import StudyData
 from ablate.report.data.memo import per_study
 from ablate.report.data.table import Table, TableSpec
@@ -160,10 +161,10 @@ def contrast_table(rows: list[CurveContrast]) -> Table:
     return Table(caption, out)
 
 
-def _f(e: inference.Estimate, digits: int = 3) -> str:
+def _f(e: inference.Estimate) -> str:
     if not math.isfinite(e.low):
-        return f"{e.value:.{digits}g} (n={e.n})"
-    return f"{e.value:.{digits}g} [{e.low:.{digits}g}, {e.high:.{digits}g}]"
+        return f"{numbers.num(e.value)} (n={e.n})"
+    return numbers.estimate(e.value, e.low, e.high)
 
 
 def _arm_sentence(arm: ArmCurves) -> str:
@@ -194,12 +195,14 @@ def _marked(c: CurveContrast) -> str:
     words = []
     if c.slope is not None and c.p_slope < inference.ALPHA:
         side = "steeper" if c.slope.diff.value > 0 else "shallower"
-        words.append(f"slope {side} by {_f(c.slope.diff)} per decade (Holm p = {c.p_slope:.3g})")
+        words.append(
+            f"slope {side} by {_f(c.slope.diff)} per decade (Holm p {numbers.p_value(c.p_slope)})"
+        )
     t = c.target_ratio
     if t is not None and c.p_target < inference.ALPHA:
         side = "more" if t.value > 1 else "less"
         words.append(
-            f"needs {side} compute to the target: {_f(t)}× (Holm p = {c.p_target:.3g}; "
+            f"needs {side} compute to the target: {_f(t)}× (Holm p {numbers.p_value(c.p_target)}; "
             f"reached {c.reached})"
         )
     if words:

@@ -35,7 +35,8 @@ from ablate import tracking
 from ablate.base import durable
 from ablate.base.errors import AblateError
 from ablate.factors.algorithms import RENAMED, Algorithm
-from ablate.factors.eval_spec import CurveSpec
+from ablate.factors.eval_spec import CurveSpec, EvalSpec
+from ablate.factors.spec import Budget, Optim
 from ablate.study.identity import identified_trials
 from ablate.study.study import Study
 from ablate.tracking import RunTable, StudyStore
@@ -69,6 +70,9 @@ class StudyData:
     elicitation: pd.DataFrame = field(default_factory=pd.DataFrame)
     eval_samples: int = 0  # K: samples per eval problem
     task: str = ""
+    budget: Budget | None = None  # the trials' training budget, for the report's opening
+    optim: Optim | None = None
+    eval_spec: EvalSpec | None = None
 
     @property
     def margin(self) -> float | None:
@@ -311,4 +315,7 @@ def load_study_data(
         control_effects=dict(study.control_effects),
         eval_samples=study.eval.n_samples,
         task=study.task,
+        budget=study.budget,
+        optim=study.optim,
+        eval_spec=study.eval,
     )

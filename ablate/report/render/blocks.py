@@ -66,7 +66,16 @@ class Box:
     blocks: tuple[Block, ...]
 
 
-Block = Heading | Paragraph | Stamp | Links | Bullets | TableBlock | Figure | Box
+@dataclass(frozen=True)
+class Fold:
+    """Blocks below the fold: shown on request (HTML `<details>`), or as the Markdown page's
+    appendix, after everything else."""
+
+    summary: str
+    blocks: tuple[Block, ...]
+
+
+Block = Heading | Paragraph | Stamp | Links | Bullets | TableBlock | Figure | Box | Fold
 
 
 @dataclass
@@ -83,16 +92,20 @@ class Page:
 
 
 def walk(blocks: list[Block] | tuple[Block, ...]) -> Iterator[Block]:
-    """Every block in reading order, those inside a box included (after the box itself)."""
+    """Every block in reading order, those inside a box or fold included (after it)."""
     for block in blocks:
         yield block
-        if isinstance(block, Box):
+        if isinstance(block, Box | Fold):
             yield from walk(block.blocks)
 
 
-def opening(title: str, stamp: str, summary: str, links: Mapping[str, str]) -> list[Block]:
-    """The page's head: its title, when it was written, what it is about and its links."""
-    head: list[Block] = [Heading(title, 1), Stamp(stamp), Paragraph(summary)]
+def opening(
+    title: str, stamp: str, summary: str | list[str], links: Mapping[str, str]
+) -> list[Block]:
+    """The page's head: its title, when it was written, what it is about (a paragraph or
+    several) and its links."""
+    said = [summary] if isinstance(summary, str) else summary
+    head: list[Block] = [Heading(title, 1), Stamp(stamp), *map(Paragraph, said)]
     return head + ([Links(dict(links))] if links else [])
 
 

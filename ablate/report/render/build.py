@@ -11,9 +11,11 @@ from pathlib import Path
 from ablate import tracking
 from ablate.report.data.load import StudyData, load_study_data
 from ablate.report.render import formats, paper
+from ablate.report.render import opening as opening_text
 from ablate.report.render.blocks import (
     Block,
     Figure,
+    Fold,
     Heading,
     Page,
     TableBlock,
@@ -23,42 +25,27 @@ from ablate.report.render.blocks import (
 )
 from ablate.report.render.figures import write_figures
 from ablate.report.render.multiples import check_axis
-from ablate.report.render.sections import FIGURE, FINDINGS, SECTIONS, TABLE, Section, of_kind
+from ablate.report.render.sections import (
+    FIGURE,
+    FINDINGS,
+    FIRST_SCREEN,
+    SECTIONS,
+    TABLE,
+    Section,
+    of_kind,
+)
 from ablate.report.render.tables import Built, build_tables
 from ablate.report.render.writers import write_html, write_markdown
-from ablate.report.stats import contrasts as cx
 from ablate.study.study import Study
 
 
 def _summary(data: StudyData) -> str:
-    t = data.trials
-    done = int(t["complete"].sum())
-    seeds = sorted(set(t["seed"]))
-    return (
-        f"{estimand(data)} {len(t)} planned trials, {done} finished, {len(t) - done} "
-        f"diverged/failed/missing; reference arm `{data.reference_arm}`; seeds {seeds}. "
-        f"Primary comparison: {data.primary}; every other table is secondary. Each contrast is "
-        "different, equivalent within the margin, or inconclusive; inconclusive is a result, "
-        "not a failure (calibration: `python -m devtools calibrate`)."
-    )
+    """The opening paragraphs as one text (the estimand first)."""
+    return " ".join(opening_text.summary(data))
 
 
-def estimand(data: StudyData) -> str:
-    """What the numbers are about, in one or two sentences."""
-    rows = [r for r in cx.headline_contrasts(data) if r.reading == cx.TASK]
-    problems = max((r.problems for r in rows), default=0)
-    if not problems:
-        return (
-            "Estimand: the study's eval problems as fixed (no per-problem records): intervals "
-            "cover the mean over these problems, not the task."
-        )
-    k = f", {data.eval_samples} samples each" if data.eval_samples else ""
-    return (
-        f"Estimand: {problems} problems of {data.task or 'the task'}'s eval split{k}, treated "
-        "as a sample of the task, and the seeds as a sample of training runs: intervals and tests "
-        "account for both (crossed seed × problem analysis); the fixed-problem reading is "
-        "labelled where shown."
-    )
+#: The fold's summary line (HTML) and the Markdown appendix's heading.
+APPENDIX = "Appendix: every table and figure"
 
 
 def write_page(page: Page, folder: Path) -> None:
@@ -88,10 +75,12 @@ def _section_blocks(section: Section, built: Built, figures: list[Path]) -> list
 def study_page(data: StudyData, built: Built, figures: list[Path]) -> Page:
     """The study's report as one sequence of blocks: its opening, then the sections in the
     declared order (`sections.SECTIONS`)."""
-    blocks = opening(f"Report: {data.name}", written_at(), _summary(data), {})
+    blocks = opening(f"Report: {data.name}", written_at(), opening_text.summary(data), {})
+    below: list[Block] = []
     for section in SECTIONS:
-        blocks += _section_blocks(section, built, figures)
-    return Page(data.name, blocks)
+        shown = _section_blocks(section, built, figures)
+        (blocks if section.screen == FIRST_SCREEN else below).extend(shown)
+    return Page(data.name, blocks + ([Fold(APPENDIX, tuple(below))] if below else []))
 
 
 def write_report(data: StudyData, folder: Path, curve_axis: str | None = None) -> Path:

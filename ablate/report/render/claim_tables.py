@@ -9,6 +9,7 @@ from ablate.report.claims.analytic import analytic_claims
 from ablate.report.claims.arms import ACTS_MIN
 from ablate.report.claims.rules import EXACT_SEEDS_MAX, Claim, verdict_text
 from ablate.report.claims.tutorial import evaluate_claims
+from ablate.report.data import numbers
 from ablate.report.data.load import StudyData
 from ablate.report.data.table import Table, TableSpec
 from ablate.report.stats import inference
@@ -30,7 +31,7 @@ def _claim_rows(claims: list[Claim], *, analytic: bool) -> list[dict]:
 
 
 def _p(p: float) -> str:
-    return f"{p:.3g}" if math.isfinite(p) else "—"
+    return numbers.p_value(p) if math.isfinite(p) else "—"
 
 
 def _margin(c: Claim) -> str:
@@ -79,14 +80,13 @@ def findings_table(claims: list[Claim]) -> Table:
     """A reproduction's paper findings beside the paper's words: one row per finding."""
     rows = []
     for c in claims:
-        interval = f"[{c.low:+.3f}, {c.high:+.3f}]" if math.isfinite(c.low) else ""
-        value = f"{c.value:+.3f}" if math.isfinite(c.value) else "—"
+        value = numbers.estimate(c.value, c.low, c.high, sign=True)
         rows.append(
             {
                 "finding": c.id,
                 "paper": c.source,
                 "tested here": c.statement,
-                "Δ [95% CI]": f"{value} {interval}".strip(),
+                "Δ [95% CI]": value if math.isfinite(c.value) else "—",
                 "seeds": c.n,
                 "p (Holm)": _p(c.p_holm),
                 "p exact (Holm)": _p(c.p_exact_holm),

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ablate.report.data import numbers
 from ablate.report.data.load import StudyData
 from ablate.report.data.table import Table, TableSpec
 from ablate.report.stats import elicited as el
@@ -68,17 +69,17 @@ def elicited_sentences(data: StudyData) -> list[str]:
         gain = row[GAIN_OVER_BEST]
         if gain is None or not np.isfinite(gain.value):
             continue
-        interval = f" [{gain.low:.3f}, {gain.high:.3f}]" if np.isfinite(gain.low) else ""
+        change = numbers.estimate(gain.value, gain.low, gain.high, sign=True)
         shares = [f"{name} {row[f'share: {name}']}" for name in el.SHARES.values()]
         shares = [s for s in shares if not s.endswith("None")]
         tail = (
             f"; share of its gain over the as-trained base: {', '.join(shares)}" if shares else ""
         )
         out.append(
-            f"{row['arm']} ({row['base · template']}): final pass@1 {row['final']:.3f}, "
-            f"{gain.value:+.3f}{interval} over the best-elicited base "
-            f"({row['best elicited']:.3f} under {row['best elicited setting']}), "
-            f"{row['RL gain over step 0']:+.3f} over step 0{tail}."
+            f"{row['arm']} ({row['base · template']}): final pass@1 "
+            f"{numbers.num(row['final'])}, {change} over the best-elicited base "
+            f"({numbers.num(row['best elicited'])} under {row['best elicited setting']}), "
+            f"{numbers.num(row['RL gain over step 0'], sign=True)} over step 0{tail}."
         )
     return out
 

@@ -10,29 +10,24 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ablate.report.data import numbers
 from ablate.report.data.table import SIGNIFICANT, Table
 from ablate.report.render import latex as tex
 from ablate.report.stats.inference import MIN_SEEDS, Estimate
 
 
-def _num(x: float | None, digits: int = 3) -> str:
-    """Fixed-point with `digits` decimals; small values in scientific notation (never a bare
-    0.000 for a non-zero number), large ones as grouped integers."""
-    if x is None or (isinstance(x, float) and not math.isfinite(x)):
-        return "–"
-    x = float(x)
-    if x != 0 and abs(x) < 10 ** (-digits):
-        return f"{x:.1e}"
-    if abs(x) >= 1000:
-        return f"{x:,.0f}"
-    return f"{x:.{digits}f}"
+def _num(x: float | None) -> str:
+    """A number alone in the report's style (`numbers.num`)."""
+    return numbers.num(x)
 
 
 def too_few(n: int) -> str:
     return f"n={n}: too few seeds for an interval"
 
 
-def _estimate_text(value: Estimate, *, latex: bool, compact: bool = False) -> str:
+def _estimate_text(
+    value: Estimate, *, latex: bool, compact: bool = False, floor: float | None = None
+) -> str:
     if not math.isfinite(value.value):
         return "–"
     if not (math.isfinite(value.low) and math.isfinite(value.high)):
@@ -41,19 +36,22 @@ def _estimate_text(value: Estimate, *, latex: bool, compact: bool = False) -> st
         return _num(value.value) + (f" (n={value.n})" if value.n < MIN_SEEDS else "")
     # the interval's two ends in every format: intervals clipped to a range, exact binomial and
     # Satterthwaite ones are asymmetric, and a "± half-width" would misstate them
-    return f"{_num(value.value)} [{_num(value.low)}, {_num(value.high)}]"
+    return numbers.estimate(value.value, value.low, value.high, floor=floor)
 
 
-def _text(value: object, *, latex: bool = False, compact: bool = False) -> str:
+def _text(value: object, *, latex: bool = False, compact: bool = False, column: str = "") -> str:
     if isinstance(value, Estimate):
-        return _estimate_text(value, latex=latex, compact=compact)
+        floor = 0.0 if numbers.is_variance_column(column) else None
+        return _estimate_text(value, latex=latex, compact=compact, floor=floor)
     if value is None:
         return "–"
     if isinstance(value, bool | np.bool_):
         return "yes" if value else "no"
     if isinstance(value, int | np.integer):
-        return str(int(value))
+        return numbers.integer(int(value))
     if isinstance(value, float | np.floating):
+        if numbers.is_p_column(column):
+            return numbers.p_value(float(value))
         return _num(float(value))
     return str(value)
 
@@ -62,7 +60,7 @@ def _cells(table: Table, row: dict, latex: bool) -> list[str]:
     significant = bool(row.get(SIGNIFICANT))
     out = []
     for col in table.columns:
-        text = _text(row[col], latex=latex, compact=table.compact)
+        text = _text(row[col], latex=latex, compact=table.compact, column=col)
         if col == table.contrast_column and significant and not latex:  # LaTeX: latex.py
             text = f"**{text}** *"
         out.append(text)
@@ -169,22 +167,35 @@ def csv_safe(frame: pd.DataFrame) -> pd.DataFrame:
     return frame.assign(**{c: frame[c].map(safe) for c in text}) if text else frame
 
 
-def to_html(table: Table) -> str:
+#: `code` in a sentence or caption (an arm's name, a command).
+_CODE = re.compile(r"`([^`]+)`")
+#: A cell that is a number, an estimate with its interval, or a count: right-aligned in HTML.
+NUMERIC = re.compile(r"^[\s\d.,eE+\-−–±()\[\]n=*<>/%×]*\d[\s\d.,eE+\-−–±()\[\]n=*<>/%×]*$")
 
+
+def html_text(text: str) -> str:
+    """`text` escaped for HTML, `code` spans rendered (no literal backticks)."""
+    return _CODE.sub(r"<code>\1</code>", html.escape(text))
+
+
+def _html_cell(text: str) -> str:
+    bold = text.startswith("**")
+    text = text.replace("**", "")
+    shown = f"<b>{html_text(text)}</b>" if bold else html_text(text)
+    return f"<td class='num'>{shown}</td>" if NUMERIC.match(text) else f"<td>{shown}</td>"
+
+
+def to_html(table: Table) -> str:
     if not table.rows:
-        return f"<p><em>{html.escape(table.caption)}</em> (none)</p>\n"
-    head = "".join(f"<th>{html.escape(c)}</th>" for c in table.columns)
+        return f"<p><em>{html_text(table.caption)}</em> (none)</p>\n"
+    head = "".join(f"<th>{html_text(c)}</th>" for c in table.columns)
     body = []
     for row in table.rows:
-        cells = []
-        for text in _cells(table, row, latex=False):
-            bold = text.startswith("**")
-            text = html.escape(text.replace("**", ""))
-            cells.append(f"<td><b>{text}</b></td>" if bold else f"<td>{text}</td>")
+        cells = [_html_cell(text) for text in _cells(table, row, latex=False)]
         body.append("<tr>" + "".join(cells) + "</tr>")
     notes = _notes(table)
-    foot = f"<p class='note'>{html.escape('; '.join(notes))}</p>" if notes else ""
+    foot = f"<p class='note'>{html_text('; '.join(notes))}</p>" if notes else ""
     return (  # wrapped: a table wider than the page scrolls in its box, not the page
-        f"<div class='scroll'><table><caption>{html.escape(table.caption)}</caption><thead><tr>"
+        f"<div class='scroll'><table><caption>{html_text(table.caption)}</caption><thead><tr>"
         f"{head}</tr></thead><tbody>{''.join(body)}</tbody></table></div>{foot}\n"
     )

@@ -14,8 +14,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-#: Where a section belongs on the page. Declared now, read by no writer yet: the report will
-#: open with its first-screen sections and hold the appendix below a fold.
+#: Where a section belongs on the page: the report opens with its first-screen sections (the
+#: results paragraph: findings, the forest plot, the compact headline) and holds every
+#: appendix section below a fold (`blocks.Fold`: HTML `<details>`, the Markdown appendix).
 FIRST_SCREEN, APPENDIX = "first screen", "appendix"
 
 #: What a section shows: the findings (the opening sentences, by group), one figure by name

@@ -15,6 +15,7 @@ from ablate.report.render.blocks import (
     Box,
     Bullets,
     Figure,
+    Fold,
     Heading,
     Links,
     Page,
@@ -34,6 +35,10 @@ CSS = (
     ".findings{background:#f6f8fa;padding:0.5em 1.5em;border-left:4px solid #3b73b9}"
     ".note{font-size:11px;color:#555}.scroll{overflow-x:auto;max-width:100%}"
     "figure{margin:1em 0}img{max-width:min(640px,100%);height:auto}"
+    "td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}"
+    "code{background:#f0f0f0;padding:0 2px;border-radius:2px}"
+    "details.appendix>summary{cursor:pointer;margin:1.5em 0}"
+    "details.appendix>summary>h1{display:inline;font-size:1.4em}"
 )
 
 
@@ -57,6 +62,8 @@ def _markdown(block: Block) -> list[str]:
             return [f"![{text(caption(png))}](figures/{png.name})", ""]
         case Box(inner):
             return [line for b in inner for line in _markdown(b)]
+        case Fold(summary, inner):
+            return ["---", "", f"# {summary}", "", *(line for b in inner for line in _markdown(b))]
     raise TypeError(f"no Markdown for {block!r}")
 
 
@@ -74,7 +81,7 @@ def _figure_html(png: Path) -> str:
 
 
 def _html(block: Block) -> str:
-    esc = html.escape
+    esc = formats.html_text
     match block:
         case Heading(words, level):
             return f"<h{level}>{esc(words)}</h{level}>"
@@ -83,7 +90,9 @@ def _html(block: Block) -> str:
         case Paragraph(words):
             return f"<p>{esc(words)}</p>"
         case Links(targets):
-            links = (f"<a href='{esc(v)}/report.html'>{esc(k)}</a>" for k, v in targets.items())
+            links = (
+                f"<a href='{html.escape(v)}/report.html'>{esc(k)}</a>" for k, v in targets.items()
+            )
             return f"<p>{' · '.join(links)}</p>"
         case Bullets(title, items):
             return f"<h3>{esc(title)}</h3><ul>{''.join(f'<li>{esc(s)}</li>' for s in items)}</ul>"
@@ -93,6 +102,12 @@ def _html(block: Block) -> str:
             return _figure_html(png)
         case Box(inner):
             return f"<div class='findings'>{''.join(map(_html, inner))}</div>"
+        case Fold(summary, inner):
+            body = "".join(map(_html, inner))
+            return (
+                f"<details class='appendix'><summary><h1>{esc(summary)}</h1></summary>"
+                f"{body}</details>"
+            )
     raise TypeError(f"no HTML for {block!r}")
 
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats as sps
 
+from ablate.report.data import numbers
 from ablate.report.stats import crossed, inference
 from ablate.report.stats.contrasts import GRADED, ContrastRow
 from ablate.report.stats.design import upper_factor
@@ -69,12 +70,15 @@ def check(row: ContrastRow, power: ControlPower) -> str:
     if row.n < inference.MIN_SEEDS:
         return "too few seeds"
     chance = (
-        f" (P(detect) {power.detection:.2f} at its declared {power.declared:+.3g})"
+        f" (P(detect) {power.detection:.2f} at its declared "
+        f"{numbers.rate(power.declared, sign=True)})"
         if power.declared is not None and np.isfinite(power.detection)
         else ""
     )
     if row.significant and not power.sign_ok:
-        return f"DETECTED ON THE WRONG SIDE of its declared {power.declared:+.3g}"
+        return (
+            f"DETECTED ON THE WRONG SIDE of its declared {numbers.rate(power.declared, sign=True)}"
+        )
     if row.significant:
         return "detected" + chance
     if row.kind == GRADED:  # a smaller effect: missed with probability 1 − P(detect)
