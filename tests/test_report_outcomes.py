@@ -129,7 +129,7 @@ def test_outcome_and_survivor_tables():
     assert np.isnan(table.rows[1]["p (Boschloo)"])  # no failure anywhere: no test
     assert "Clopper–Pearson" in table.caption and "saturated" in table.caption
     md = formats.to_markdown(table)
-    assert "0.250 [0.006, 0.806]" in md  # the exact interval's two ends, asymmetric
+    assert "0.25 [0.01, 0.81]" in md  # the exact interval's two ends, asymmetric
     assert has_lost_trials(data)
     survivors = {r["arm"]: r for r in survivors_table(data).rows}
     wild = survivors["wild"]
@@ -158,7 +158,7 @@ def test_claim_sentences_print_the_verdict_with_its_margin():
         high90=0.018, n=6, verdict=rules.EQUIVALENT, margin=0.03,
     )  # fmt: skip
     (text,) = claim_sentences([c])
-    assert "is equivalent within ±0.03" in text and "[-0.016, +0.018] lies inside ±0.03" in text
+    assert "is equivalent within ±0.03" in text and "[−0.016, +0.018] lies inside ±0.03" in text
     bad = dataclasses.replace(c, value=-0.1, low=-0.15, high=-0.05, p_holm=0.001)
     (text,) = finding_sentences([dataclasses.replace(bad, verdict=rules.CONTRADICTED)])
     assert "contradicted" in text and "beyond ±0.03 against the claim" in text
