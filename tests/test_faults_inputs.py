@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from ablate.commands.cli import main
+from ablate.testing import one_error
 
 STUDY = """
 from ablate.study import Budget, EvalSpec, Study, arm
@@ -31,15 +32,6 @@ def study_file(tmp_path) -> Path:
     path = tmp_path / "inputs.py"
     path.write_text(textwrap.dedent(STUDY))
     return path
-
-
-def one_error(capsys) -> str:
-    """The command's one error line (warnings aside); fails on a traceback or a second line."""
-    err = capsys.readouterr().err
-    lines = [line for line in err.strip().splitlines() if not line.startswith("warning: ")]
-    assert len(lines) == 1 and lines[0].startswith("error: "), err
-    assert "Traceback" not in err
-    return lines[0]
 
 
 @pytest.mark.parametrize("command", ["run", "report"])

@@ -30,7 +30,7 @@ from ablate.study import (
 )
 from ablate.study.checks import MAX_NAME_BYTES
 from ablate.study.resources import training_estimate
-from ablate.testing import zoo_model_built
+from ablate.testing import one_error, zoo_model_built
 
 INF, NAN = math.inf, math.nan
 
@@ -236,14 +236,6 @@ THROUGH_RUN = {
         "templates=() must not be empty"
     ),
 }
-
-
-def one_error(capsys) -> str:
-    err = capsys.readouterr().err
-    lines = [line for line in err.strip().splitlines() if not line.startswith("warning: ")]
-    assert len(lines) == 1 and lines[0].startswith("error: "), err
-    assert "Traceback" not in err
-    return lines[0]
 
 
 @pytest.mark.skipif(not zoo_model_built("hopeless"), reason="zoo not available")

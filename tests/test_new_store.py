@@ -21,7 +21,7 @@ from ablate.base.store.ui import HasUI
 from ablate.commands.cli import main
 from ablate.study import load_study
 from ablate.study.identity import identified_trials
-from ablate.testing import exactly_once_problems, study_ledger, zoo_model_built
+from ablate.testing import exactly_once_problems, one_error, study_ledger, zoo_model_built
 from ablate.tracking import STORES, StudyStore, leases_of, open_store, register_store, ui_of
 from ablate.tracking.files import FileStore
 
@@ -67,15 +67,6 @@ class ThrowawayStore:
 
     def download_artifacts(self, run_id: str, path: str, dst: str | Path) -> Path:
         return self._files.download_artifacts(run_id, path, dst)
-
-
-def one_error(capsys) -> str:
-    """The command's one error line (warnings aside); fails on a traceback or a second line."""
-    err = capsys.readouterr().err
-    lines = [line for line in err.strip().splitlines() if not line.startswith("warning: ")]
-    assert len(lines) == 1 and lines[0].startswith("error: "), err
-    assert "Traceback" not in err
-    return lines[0]
 
 
 @pytest.fixture
