@@ -26,6 +26,12 @@ def report(
         help="The learning curves' x axis: step, generated_tokens, trained_tokens, model_flops "
         "or wall_seconds (default: the compute curves' axis, else step).",
     ),
+    paper: bool = typer.Option(
+        False,
+        "--paper",
+        help="Also write OUT/<study>/paper.tex, a two-column article (results, forest plot, "
+        "headline table, appendix), and compile it to paper.pdf where pdflatex is installed.",
+    ),
 ) -> None:
     """Write reports/<study>/ (report.md, report.html, tables/, figures/) for each study and
     attach it to the study's parent run in the results store. When the studies declare a
@@ -54,15 +60,31 @@ def report(
             if uri is None:
                 data[study.name] = None
                 continue
-            data[study.name] = report_study(study, results, out, uri, curve_axis)
+            data[study.name] = report_study(study, results, out, uri, curve_axis, paper)
         folder = out / study.name
         console.print(f"report written to {folder / 'report.md'} and {folder / 'report.html'}")
+        if paper:
+            console.print(_compiled(folder / "paper.tex"))
     if all(d is None for d in data.values()):
         raise StudyError(f"no study has a finished run in {results}: run them first")
     findings = [f for study in loaded.values() for f in study.findings]
     if findings:
         folder = write_reproduction(findings, data, out)
         console.print(f"reproduction ({len(findings)} findings) written to {folder / 'report.md'}")
+
+
+def _compiled(tex: Path) -> str:
+    """One line on the paper export: where it is, and what pdflatex made of it."""
+    from ablate.report.render.paper_document import compile_pdf
+
+    done = compile_pdf(tex)
+    if done is None:
+        return f"paper written to {tex}; pdflatex not found (`make test-latex` installs TeX Live)"
+    if done.pdf is None:
+        log = tex.with_suffix(".log")
+        return f"paper written to {tex}; pdflatex failed: {done.error} (see {log})"
+    boxes = f"{len(done.overfull)} overfull box" + "es" * (len(done.overfull) != 1)
+    return f"paper written to {tex} and {done.pdf} ({done.pages} pages, {boxes})"
 
 
 def _load_all(paths: list[Path]) -> dict:

@@ -25,6 +25,7 @@ from ablate.report.render.blocks import (
 )
 from ablate.report.render.figures import write_figures
 from ablate.report.render.multiples import check_axis
+from ablate.report.render.paper_document import write_paper
 from ablate.report.render.sections import (
     FIGURE,
     FINDINGS,
@@ -83,15 +84,20 @@ def study_page(data: StudyData, built: Built, figures: list[Path]) -> Page:
     return Page(data.name, blocks + ([Fold(APPENDIX, tuple(below))] if below else []))
 
 
-def write_report(data: StudyData, folder: Path, curve_axis: str | None = None) -> Path:
+def write_report(
+    data: StudyData, folder: Path, curve_axis: str | None = None, paper_doc: bool = False
+) -> Path:
     """The study's report in `folder`: tables/ (each table, and paper.tex: the compact headline
-    table with the full ones as appendix tables), figures/, report.md and report.html.
+    table with the appendix's tables), figures/, report.md and report.html; with `paper_doc`,
+    paper.tex too (a two-column article: `paper_document`).
     `curve_axis`: the learning curves' x axis (`multiples.AXES`; default: the compute curves')."""
     folder.mkdir(parents=True, exist_ok=True)
     figures = write_figures(data, folder / "figures", curve_axis)
     page = study_page(data, build_tables(data), figures)
     write_page(page, folder)
     (folder / "tables" / "paper.tex").write_text(paper.paper_tex(page.tables))
+    if paper_doc:
+        write_paper(data, folder, figures)
     return folder
 
 
@@ -124,12 +130,13 @@ def report_study(
     out_dir: str | Path = "reports",
     tracking_uri: str | None = None,
     curve_axis: str | None = None,
+    paper_doc: bool = False,
 ) -> StudyData:
     """`build_report`'s work: load the study's results, write `out_dir/<study>/`, attach it to
     the study's parent run; returns the data (a reproduction tests its findings on it)."""
     check_axis(curve_axis)  # before reading anything
     uri = tracking_uri or tracking.default_uri(results_dir)
     data = load_study_data(study, results_dir, uri)
-    folder = write_report(data, Path(out_dir) / study.name, curve_axis)
+    folder = write_report(data, Path(out_dir) / study.name, curve_axis, paper_doc)
     attach_report(uri, study.name, folder)
     return data

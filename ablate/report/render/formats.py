@@ -104,9 +104,9 @@ def to_markdown(table: Table) -> str:
     return "\n".join(lines) + ("\n\n" + "; ".join(notes) + "\n" if notes else "\n")
 
 
-def to_latex(table: Table) -> str:
-    """A booktabs `table` float that compiles with pdflatex and fits the text width (split into
-    panels when it must be: `ablate.report.latex`)."""
+def to_latex(table: Table, layout: tex.Layout = tex.ONE_COLUMN, title: str = "") -> str:
+    """A booktabs float that compiles with pdflatex and fits `layout`'s width (split into
+    panels when it must be: `render.latex`); `title` opens its caption in bold."""
     if not table.rows:  # still a valid tabular: one column saying so
         table = Table(table.caption, [{"(none)": "no rows"}], name=table.name)
     cells = [_cells(table, row, latex=True) for row in table.rows]
@@ -114,7 +114,15 @@ def to_latex(table: Table) -> str:
     notes = list(marks.items()) + [("", n) for n in _notes(table)[len(marks) :]]
     bold = [bool(row.get(SIGNIFICANT)) for row in table.rows]
     return tex.table_tex(
-        table.name, table.columns, cells, table.caption, notes, table.contrast_column, bold
+        table.name,
+        table.columns,
+        cells,
+        table.caption,
+        notes,
+        table.contrast_column,
+        bold,
+        layout=layout,
+        title=title,
     )
 
 

@@ -1,117 +1,69 @@
-"""A `Table` as LaTeX that compiles with pdflatex and booktabs alone and fits the text width of
-a single-column article (345 pt at 10 pt, set in `\\small`).
+"""A `Table` as LaTeX that compiles with pdflatex and booktabs alone and fits the width it is
+set in (`Layout`): the text width of a single-column article (tables/<name>.tex), one column of
+a two-column article (the paper's compact headline) or the full width of one (`table*`, the
+paper's appendix).
 
-Text is escaped once, from plain Unicode to ASCII LaTeX: special characters, `<`, `>` and `|` in
-math mode, Greek letters and symbols as macros (the output is pure ASCII, so no Unicode error is
-possible). A table wider than the page is split on purpose into panels stacked in one float, each
-repeating the table's key columns (arm, base · template, …); long text columns wrap in `p{}`
-columns sized as fractions of `\\linewidth`. Widths are estimated from the text (`text_width`),
-and a test compiles every table of a report and checks that nothing runs past the text width.
+Text is escaped once, to ASCII (`latex_text.escape`). A table wider than its layout is split on
+purpose into panels stacked in one float, each repeating the table's key columns (arm,
+base · template, …); long text columns wrap in `p{}` columns sized as fractions of
+`\\linewidth`; in a narrow layout an interval cell stacks its estimate over its interval. Widths
+are estimated from the text (`text_width`, in `\\small` points, scaled to the layout's type
+size), and tests compile every table of a report and the paper export in a two-column article
+and check that nothing runs past its width.
 """
 
 from __future__ import annotations
 
 import re
-import unicodedata
 from dataclasses import dataclass
 
-#: The text width the layout targets: a single-column article at 10 pt (pt).
-TEXT_WIDTH = 345.0
-#: Horizontal space LaTeX adds around each column (2 \tabcolsep).
-COLUMN_SEP = 12.0
+from ablate.report.render.latex_text import escape
+
+__all__ = ["COLUMN", "ONE_COLUMN", "SPREAD", "Layout", "escape", "interval_caption", "table_tex"]
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Where a table is set. Widths and heights in pt, measured in the 10 pt `article` class
+    (letter paper): one column 345 wide; two columns 229.5 each, 469 in all; text 550 high."""
+
+    width: float = 345.0
+    env: str = "table"
+    size: str = "\\small"
+    scale: float = 1.0  # the type size over \small's 9 pt
+    tabcolsep: float = 6.0
+    line_height: float = 11.0  # the type size's baseline skip
+    height: float = 460.0  # the tallest one float may be; taller: one float per panel
+    stack: bool = False  # an interval cell as its estimate over [low, high]
+
+    @property
+    def budget(self) -> float:
+        """The width in \\small points (the unit of `text_width`)."""
+        return self.width / self.scale
+
+    @property
+    def column_sep(self) -> float:
+        """The space around each column (2 \\tabcolsep), in \\small points."""
+        return 2 * self.tabcolsep / self.scale
+
+
+#: tables/<name>.tex: the text width of a single-column article, in \small.
+ONE_COLUMN = Layout()
+#: One column of a two-column article, in \footnotesize with narrower column gaps.
+COLUMN = Layout(229.5, "table", "\\footnotesize", 8 / 9, 4.0, 9.5, 480.0, stack=True)
+#: Both columns of a two-column article (`table*`), in \footnotesize.
+SPREAD = Layout(469.0, "table*", "\\footnotesize", 8 / 9, 4.0, 9.5, 480.0)
+
 #: A column whose longest cell is wider than this wraps (pt at \small).
 WRAP_ABOVE = 110.0
 #: The narrowest a wrapped column gets (pt), and the most lines its longest cell should take.
 WRAP_MIN = 70.0
 WRAP_LINES = 3
-#: The tallest one float may be (pt): a table taller than this is set as one float per panel
-#: (a single-column article at 10 pt has about 550 pt of text height).
-FLOAT_HEIGHT = 460.0
-LINE_HEIGHT = 11.0  # \small's baseline skip
 #: Leading columns repeated in every panel of a split table, when a table starts with them.
 KEY_COLUMNS = ("arm", "replicate", "of", "claim", "model", "template", "base · template")
-
-_SPECIAL = {
-    "\\": r"\textbackslash{}",
-    "{": r"\{",
-    "}": r"\}",
-    "$": r"\$",
-    "&": r"\&",
-    "%": r"\%",
-    "#": r"\#",
-    "_": r"\_",
-    "^": r"\^{}",
-    "~": r"$\sim$",
-    "<": "$<$",
-    ">": "$>$",
-    "|": "$|$",
-}
-_UNICODE = {
-    "−": "$-$",
-    "±": r"$\pm$",
-    "×": r"$\times$",
-    "·": r"$\cdot$",
-    "≥": r"$\geq$",
-    "≤": r"$\leq$",
-    "≈": r"$\approx$",
-    "≠": r"$\neq$",
-    "→": r"$\rightarrow$",
-    "←": r"$\leftarrow$",
-    "∞": r"$\infty$",
-    "√": r"$\surd$",
-    "†": r"\dag{}",
-    "‡": r"\ddag{}",
-    "–": "--",
-    "—": "---",
-    "…": r"\ldots{}",
-    "‘": "`",
-    "’": "'",
-    "“": "``",
-    "”": "''",
-    "¼": r"$\frac{1}{4}$",
-    "½": r"$\frac{1}{2}$",
-    "¾": r"$\frac{3}{4}$",
-    "°": r"$^\circ$",
-    "²": "$^2$",
-    "³": "$^3$",
-    "µ": r"$\mu$",
-    "\u00a0": "~",
-}
-_GREEK = {
-    "α": "alpha", "β": "beta", "γ": "gamma", "δ": "delta", "ε": "epsilon", "η": "eta",
-    "θ": "theta", "κ": "kappa", "λ": "lambda", "μ": "mu", "ν": "nu", "π": "pi", "ρ": "rho",
-    "σ": "sigma", "τ": "tau", "φ": "phi", "χ": "chi", "ψ": "psi", "ω": "omega",
-    "Γ": "Gamma", "Δ": "Delta", "Θ": "Theta", "Λ": "Lambda", "Π": "Pi", "Σ": "Sigma",
-    "Φ": "Phi", "Ψ": "Psi", "Ω": "Omega",
-}  # fmt: skip
-_UNICODE.update({k: f"$\\{v}$" for k, v in _GREEK.items()})
-
-
-def _char(ch: str) -> str:
-    if ch in _SPECIAL:
-        return _SPECIAL[ch]
-    if ch.isascii():
-        return ch
-    if ch in _UNICODE:
-        return _UNICODE[ch]
-    # accented letters lose their accent (é -> e); anything else is shown as '?'
-    base = "".join(c for c in unicodedata.normalize("NFKD", ch) if c.isascii())
-    return base or "?"
-
-
-def escape(text: str) -> str:
-    """Plain Unicode text as ASCII LaTeX for text mode. `code` becomes \\texttt{code} and a
-    'quoted' word gets an opening quote; adjacent math groups are merged ($a$$b$ -> $ab$)."""
-    parts = re.split(r"`([^`]*)`", text)  # odd indexes: code spans
-    out = []
-    for i, part in enumerate(parts):
-        part = re.sub(r"(^|(?<=[\s(]))'(?=\S)", "\x00", part)  # an opening single quote
-        part = re.sub(r'(^|(?<=[\s(]))"(?=\S)', "\x01", part).replace('"', "\x02")
-        body = "".join(_char(c) for c in part)
-        body = body.replace("\x00", "`").replace("\x01", "``").replace("\x02", "''")
-        out.append(f"\\texttt{{{body}}}" if i % 2 else body)
-    return re.sub(r"(?<!\\)\$\$", "", "".join(out))
-
+#: A cell holding an estimate with its interval: "0.512 [0.480, 0.544]".
+_INTERVAL_CELL = re.compile(r"\[[^\]]*,[^\]]*\]")
+_STACKABLE = re.compile(r"^(\S+) (\[[^\]]*,[^\]]*\])$")
 
 # --- widths ----------------------------------------------------------------------------------
 # Widths in pt of characters in \small (9 pt Computer Modern, T1), measured with \settowidth.
@@ -150,10 +102,16 @@ class Column:
     numeric: bool
     wraps: bool = False
     width: float = 0.0  # content width in pt (a wrapped column's p{} width)
+    stacked: bool = False  # interval cells set as the estimate over the interval
 
     @property
     def natural(self) -> float:
-        return max((text_width(c) for c in self.cells), default=0.0)
+        return max((text_width(p) for c in self.cells for p in self.lines_of(c)), default=0.0)
+
+    def lines_of(self, cell: str) -> list[str]:
+        """The lines a cell is set on when nothing wraps it."""
+        found = _STACKABLE.match(cell) if self.stacked else None
+        return list(found.groups()) if found else [cell]
 
     @property
     def minimum(self) -> float:
@@ -171,10 +129,11 @@ class Column:
 _NUMBER = re.compile(r"^[\s\d.,eE+\-−–±()\[\]n=*<>/%]*$")
 
 
-def make_column(name: str, cells: list[str]) -> Column:
+def make_column(name: str, cells: list[str], stack: bool = False) -> Column:
     filled = [c for c in cells if c.strip()]
     numeric = sum(bool(_NUMBER.match(c)) for c in filled) * 2 >= len(filled)  # most of them
-    col = Column(name, cells, numeric)
+    stacked = stack and numeric and any(_STACKABLE.match(c) for c in cells)
+    col = Column(name, cells, numeric, stacked=stacked)
     col.wraps = not numeric and col.natural > WRAP_ABOVE and any(" " in c for c in cells)
     col.width = col.minimum if col.wraps else max(col.natural, col.header_min)
     return col
@@ -188,20 +147,21 @@ def key_count(names: list[str]) -> int:
     return max(n, 1)
 
 
-def panels(columns: list[Column], budget: float = TEXT_WIDTH) -> list[list[Column]]:
+def panels(columns: list[Column], layout: Layout = ONE_COLUMN) -> list[list[Column]]:
     """The columns in panels that each fit `budget`: the key columns, then as many of the
     others, in order, as fit; wrapped columns then share out what is left up to their natural
     width. A column too wide on its own still gets a panel (with the keys)."""
+    budget, sep = layout.budget, layout.column_sep
     keys = columns[: key_count([c.name for c in columns])]
     rest = columns[len(keys) :]
-    used_by_keys = sum(c.width + COLUMN_SEP for c in keys)
+    used_by_keys = sum(c.width + sep for c in keys)
     out: list[list[Column]] = []
     current: list[Column] = []
     used = used_by_keys
     for col in rest:
         if col.wraps:  # never wider than a panel can hold
-            col.width = min(col.width, max(WRAP_MIN, budget - used_by_keys - COLUMN_SEP))
-        need = col.width + COLUMN_SEP
+            col.width = min(col.width, max(WRAP_MIN, budget - used_by_keys - sep))
+        need = col.width + sep
         if current and used + need > budget:
             out.append(current)
             current, used = [], used_by_keys
@@ -210,14 +170,14 @@ def panels(columns: list[Column], budget: float = TEXT_WIDTH) -> list[list[Colum
     if current or not out:
         out.append(current)
     for panel in out:
-        _widen(panel, budget - used_by_keys)
+        _widen(panel, budget - used_by_keys, sep)
     return [keys + panel for panel in out]
 
 
-def _widen(panel: list[Column], budget: float) -> None:
+def _widen(panel: list[Column], budget: float, sep: float) -> None:
     """Share the room left in `panel` (keys excluded: they are shared by every panel) among its
     wrapped columns, up to their natural width."""
-    left = budget - sum(c.width + COLUMN_SEP for c in panel)
+    left = budget - sum(c.width + sep for c in panel)
     wrapped = sorted((c for c in panel if c.wraps), key=lambda c: c.natural - c.width)
     for i, col in enumerate(wrapped):
         grow = max(0.0, min(left / (len(wrapped) - i), col.natural - col.width))
@@ -237,19 +197,20 @@ def _lines(text: str, width: float) -> int:
     return lines
 
 
-def panel_height(panel: list[Column]) -> float:
+def _cell_lines(col: Column, row: int) -> int:
+    cell = col.cells[row]
+    return _lines(cell, col.width) if col.wraps else len(col.lines_of(cell))
+
+
+def panel_height(panel: list[Column], layout: Layout = ONE_COLUMN) -> float:
     """Estimated height in pt of a panel: header, rows and rules."""
     rows = len(panel[0].cells) if panel else 0
-    height = 0.0
-    for i in range(rows):
-        height += max(_lines(c.cells[i], c.width) if c.wraps else 1 for c in panel)
+    height = sum(max(_cell_lines(c, i) for c in panel) for i in range(rows))
     header = max((_lines(c.name, c.width) for c in panel), default=1)
-    return (height + header) * LINE_HEIGHT + 12.0
+    return (height + header) * layout.line_height + 12.0
 
 
 # --- output ----------------------------------------------------------------------------------
-#: A cell holding an estimate with its interval: "0.512 [0.480, 0.544]".
-_INTERVAL_CELL = re.compile(r"\[[^\]]*,[^\]]*\]")
 
 
 def interval_caption(caption: str, has_intervals: bool) -> str:
@@ -278,22 +239,30 @@ def _header(col: Column) -> str:
     return f"\\begin{{tabular}}[b]{{@{{}}{align}@{{}}}}{body}\\end{{tabular}}"
 
 
-def _spec(col: Column) -> str:
+def _spec(col: Column, layout: Layout) -> str:
     if col.wraps:
-        return f"p{{{col.width / TEXT_WIDTH:.3f}\\linewidth}}"
+        return f"p{{{col.width / layout.budget:.3f}\\linewidth}}"
     return "r" if col.numeric else "l"
 
 
 def _cell(col: Column, row: int, bold: bool) -> str:
-    text = escape(col.cells[row])
+    lines = [escape(line) for line in col.lines_of(col.cells[row])]
     if bold:
-        text = f"\\textbf{{{text}}}$^*$"
-    return ("\\raggedright " + text) if col.wraps else text
+        lines = [f"\\textbf{{{line}}}" for line in lines]
+        lines[0] += "$^*$"
+    if len(lines) > 1:  # {} ends \\'s look for an optional [space] before the interval's "["
+        align = "r" if col.numeric else "l"
+        body = "\\\\{}".join(lines)
+        return f"\\begin{{tabular}}[t]{{@{{}}{align}@{{}}}}{body}\\end{{tabular}}"
+    return ("\\raggedright " + lines[0]) if col.wraps else lines[0]
 
 
-def _tabular(panel: list[Column], bold_column: str, bold_rows: list[bool]) -> list[str]:
+def _tabular(
+    panel: list[Column], bold_column: str, bold_rows: list[bool], layout: Layout
+) -> list[str]:
     end = r" \tabularnewline"
-    lines = [f"\\begin{{tabular}}{{{''.join(_spec(c) for c in panel)}}}", r"\toprule"]
+    spec = "".join(_spec(c, layout) for c in panel)
+    lines = [f"\\begin{{tabular}}{{{spec}}}", r"\toprule"]
     lines += [" & ".join(_header(c) for c in panel) + end, r"\midrule"]
     for i, bold in enumerate(bold_rows):
         cells = [_cell(c, i, bold and c.name == bold_column) for c in panel]
@@ -313,11 +282,15 @@ def table_tex(
     notes: list[tuple[str, str]],
     bold_column: str = "",
     bold_rows: list[bool] | None = None,
+    *,
+    layout: Layout = ONE_COLUMN,
+    title: str = "",
 ) -> str:
-    """One booktabs `table` float: `rows` of plain-text cells under `columns`, in as many
-    panels as the text width needs. `notes` are (mark, meaning) pairs; a cell of `bold_column`
-    in a row flagged by `bold_rows` is set bold and marked *."""
-    cols = [make_column(c, [r[i] for r in rows]) for i, c in enumerate(columns)]
+    """One booktabs float: `rows` of plain-text cells under `columns`, in as many panels as
+    `layout`'s width needs. `notes` are (mark, meaning) pairs; a cell of `bold_column` in a row
+    flagged by `bold_rows` is set bold and marked *. A `title` opens the caption in bold: a
+    heading inside the float cannot be parted from its table, as a sectioning command can."""
+    cols = [make_column(c, [r[i] for r in rows], layout.stack) for i, c in enumerate(columns)]
     flags = bold_rows or [False] * len(rows)
     for col in cols:
         if col.name == bold_column and any(flags):  # bold is wider, and the mark follows
@@ -326,24 +299,29 @@ def table_tex(
     text = escape(interval_caption(caption, intervals))
     marks = [f"{_mark(k)}{escape(v)}" for k, v in notes]
     text += " " + "; ".join(marks) + "." if marks else ""
-    laid = panels(cols)
-    tabulars = [_tabular(panel, bold_column, flags) for panel in laid]
-    caption_height = LINE_HEIGHT * (1 + text_width(text) * 0.8 / TEXT_WIDTH)  # markup: 0.8
-    if sum(map(panel_height, laid)) + caption_height + 12 * len(laid) <= FLOAT_HEIGHT:
+    head = f"\\textbf{{{escape(title.rstrip('.'))}.}} " if title else ""
+    laid = panels(cols, layout)
+    tabulars = [_tabular(panel, bold_column, flags, layout) for panel in laid]
+    caption_lines = 1 + text_width(title + text) * 0.8 / layout.budget  # markup: 0.8
+    tall = sum(panel_height(p, layout) for p in laid) + 12 * len(laid)
+    if tall + caption_lines * layout.line_height <= layout.height:
         body = [line for i, t in enumerate(tabulars) for line in ([r"\par\medskip"] * bool(i) + t)]
-        return _float(body, text, name)
+        return _float(body, head + text, name, layout)
     # too tall for one page: one float per panel, numbered as one table
-    first = escape(caption.split(". ")[0].rstrip("."))
-    parts = [_float(tabulars[0], text, name)]
+    first = head or escape(caption.split(". ")[0].rstrip(".")) + ". "
+    parts = [_float(tabulars[0], head + text, name, layout)]
     for tabular in tabulars[1:]:
-        parts.append(_float(tabular, f"(continued) {first}.", None))
+        parts.append(_float(tabular, f"(continued) {first.strip()}", None, layout))
     return "".join(parts)
 
 
-def _float(body: list[str], caption: str, label: str | None) -> str:
-    head = [r"\begin{table}[tp]", r"\centering", r"\small"]
+def _float(body: list[str], caption: str, label: str | None, layout: Layout) -> str:
+    env = layout.env
+    head = [f"\\begin{{{env}}}[tp]", r"\centering", layout.size]
+    if layout.tabcolsep != ONE_COLUMN.tabcolsep:  # local to the float's group
+        head.append(f"\\setlength{{\\tabcolsep}}{{{layout.tabcolsep:g}pt}}")
     if label is None:  # a continuation keeps the number of the table it continues
         tail = [r"\addtocounter{table}{-1}", f"\\caption{{{caption}}}"]
     else:
         tail = [f"\\caption{{{caption}}}", f"\\label{{tab:{label}}}"]
-    return "\n".join([*head, *body, *tail, r"\end{table}"]) + "\n"
+    return "\n".join([*head, *body, *tail, f"\\end{{{env}}}"]) + "\n"
