@@ -19,6 +19,7 @@ import pytest
 from ablate.factors.presets import baseline
 from ablate.report.data.table import Table, TableSpec
 from ablate.report.render import build, figures, sections, tables, writers
+from ablate.report.render import paper as paper_tables
 from ablate.report.render.blocks import (
     Box,
     Bullets,
@@ -152,7 +153,12 @@ def test_markdown_and_html_show_the_same_headings_lists_and_tables_in_the_same_o
         assert at == sorted(at)
     paper = (folder / "tables" / "paper.tex").read_text()
     labels = re.findall(r"\\label\{tab:(\w+)\}", paper)
-    assert labels == names  # the LaTeX page: the same tables in the same order
+    # the LaTeX page: the headline, the appendix's tables in their order, the rest by file
+    assert labels[0] == "headline"
+    assert labels[1:] == [n for n in paper_tables.APPENDIX_TABLES if n in labels]
+    for table in page.tables:
+        if table.name not in labels and table.rows:
+            assert f"tables/{table.name}.tex" in paper, table.name
 
 
 def test_the_writers_format_every_block_in_the_pages_order(tmp_path):

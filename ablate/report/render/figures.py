@@ -3,24 +3,22 @@ colour from `palette` in every figure.
 
 Figures of their own layout (`PANELS`: the forest plot, the learning curves as small multiples,
 base-model selection) come first, the forest plot leading (the section list, `sections`, shows
-it right after the findings); then single-panel ones (`FIGURES`), whose curves show the mean
-over finished seeds with the report's calibrated interval as a band (Student t over seeds,
-clipped to the measure's range; no band below 3 seeds) per arm × base model × template."""
+it right after the findings; length and entropy as small multiples, `trajectories`); then
+single-panel ones (`FIGURES`)."""
 
 from __future__ import annotations
 
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 
 from ablate.report.curves import section
 from ablate.report.data.load import StudyData
-from ablate.report.render import forest, multiples, selection
+from ablate.report.render import forest, multiples, selection, trajectories
 from ablate.report.render.palette import NEUTRAL, study_styles
-from ablate.report.stats import inference
+from ablate.report.render.trajectories import band as _band  # noqa: F401  (tests read it here)
 from ablate.report.stats import measures as m
 
 
@@ -31,45 +29,6 @@ def _plt():
     import matplotlib.pyplot as plt
 
     return plt
-
-
-#: Measures bounded to [0, 1]: their bands are clipped there.
-UNIT_RANGE_PREFIXES = ("eval/pass_at_", "reward/mean")
-
-
-def _band(
-    values: pd.DataFrame, bounds: tuple[float, float] | None = None
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Per x (index): mean and the 95% t interval over seeds (columns), clipped to `bounds`;
-    NaN below MIN_SEEDS seeds."""
-    mean = values.mean(axis=1).to_numpy()
-    n = values.notna().sum(axis=1).to_numpy()
-    sd = values.std(axis=1, ddof=1).to_numpy()
-    half = np.where(n >= inference.MIN_SEEDS, inference.t_half_width(sd, np.maximum(n, 2)), np.nan)
-    low, high = mean - half, mean + half
-    if bounds is not None:
-        low, high = np.clip(low, *bounds), np.clip(high, *bounds)
-    return mean, low, high
-
-
-def _curves(data: StudyData, metric: str, ax, label_suffix: str = "", style: str = "-") -> bool:
-    done = data.complete()
-    h = data.history[
-        (data.history["metric"] == metric) & data.history["trial_id"].isin(done["trial_id"])
-    ]
-    drew, styles = False, study_styles(data)
-    for (arm, model, template), cell in h.groupby(["arm", "model", "template"], sort=False):
-        wide = cell.pivot_table(index="step", columns="seed", values="value")
-        if wide.shape[1] > 1:  # token-cadence evals land on different steps per seed
-            wide = wide[wide.notna().all(axis=1)]
-        bounded = metric.startswith(UNIT_RANGE_PREFIXES)
-        mean, low, high = _band(wide, (0.0, 1.0) if bounded else None)
-        color = styles[arm].color
-        label = f"{arm} · {model} · {template}{label_suffix} (N={wide.shape[1]})"
-        ax.plot(wide.index, mean, style, color=color, label=label)
-        ax.fill_between(wide.index, low, high, alpha=0.2, color=color)
-        drew = True
-    return drew
 
 
 def _learning_by_tokens(data: StudyData, ax) -> bool:
@@ -91,18 +50,6 @@ def _learning_by_tokens(data: StudyData, ax) -> bool:
     return True
 
 
-def _length(data: StudyData, ax) -> bool:
-    ax.set(xlabel="step", ylabel="tokens", title="Length: correct (solid) vs incorrect (dashed)")
-    a = _curves(data, "length/correct_mean", ax, " correct", "-")
-    b = _curves(data, "length/incorrect_mean", ax, " incorrect", "--")
-    return a or b
-
-
-def _entropy(data: StudyData, ax) -> bool:
-    ax.set(xlabel="step", ylabel="nats / token", title="Token entropy")
-    return _curves(data, "entropy/mean", ax)
-
-
 def _ratio_variance(data: StudyData, ax) -> bool:
     keys = ["length/mean", "policy/ratio_var", "policy/seq_ratio_var"]
     h = data.history[
@@ -122,15 +69,19 @@ def _ratio_variance(data: StudyData, ax) -> bool:
     return True
 
 
+#: Marker per base model in the pass@k figure (the bases are told apart by marker, not colour:
+#: colour is the arm's).
+BASE_MARKERS = ("o", "s", "^", "v", "D", "P", "X")
+
+
 def _passk_curves(data: StudyData, ax) -> bool:
     drew = False
-    for (model, template), cell in (
-        data.passk.groupby(["model", "template"]) if len(data.passk) else []
-    ):
+    cells = data.passk.groupby(["model", "template"]) if len(data.passk) else []
+    for i, ((model, template), cell) in enumerate(cells):
         cell = cell.sort_values("k")
-        ax.plot(cell["k"], cell["pass_at_k"], "--o", color=NEUTRAL, alpha=0.6, ms=3)
-        ax.annotate(f"base {model} · {template}", (cell["k"].iloc[-1], cell["pass_at_k"].iloc[-1]),
-                    fontsize=6, color=NEUTRAL)  # fmt: skip
+        marker = BASE_MARKERS[i % len(BASE_MARKERS)]
+        ax.plot(cell["k"], cell["pass_at_k"], "--", marker=marker, color=NEUTRAL, alpha=0.7, ms=3,
+                label=f"base {model} · {template}")  # fmt: skip
         drew = True
     ks, styles = m.eval_ks(data.history), study_styles(data)
     for arm, model, template in m.cells(data):
@@ -149,13 +100,24 @@ def _passk_curves(data: StudyData, ax) -> bool:
             ax.plot(ks, means, "-s", color=color, label=f"{arm} · {model} · {template}")
             drew = True
     ax.set(xlabel="k", ylabel="pass@k", xscale="log", title="pass@k: base (dashed) vs trained")
+    _k_ticks(ax, sorted({*ks, *(data.passk["k"] if len(data.passk) else [])}))
     return drew
+
+
+def _k_ticks(ax, ks: list) -> None:
+    """One labelled tick per power of two that was measured, none between: a log axis's
+    default labels (10^0, 2×10^0, …) run into one another."""
+    from matplotlib.ticker import FixedLocator, NullFormatter, NullLocator, ScalarFormatter
+
+    shown = [k for k in ks if k > 0 and (int(k) & (int(k) - 1)) == 0] or list(ks)
+    ax.xaxis.set_major_locator(FixedLocator(shown))
+    ax.xaxis.set_major_formatter(ScalarFormatter())
+    ax.xaxis.set_minor_locator(NullLocator())
+    ax.xaxis.set_minor_formatter(NullFormatter())
 
 
 FIGURES: dict[str, Callable] = {
     "learning_curves_by_tokens": _learning_by_tokens,
-    "length_by_correctness": _length,
-    "entropy": _entropy,
     "ratio_variance_vs_length": _ratio_variance,
     "pass_at_k": _passk_curves,
     "compute_curves": section.draw,
@@ -166,6 +128,8 @@ PANELS: dict[str, Callable] = {
     "forest_plot": forest.figure,
     "learning_curves": multiples.figure,
     "base_model_selection": selection.figure,
+    "length_by_correctness": trajectories.length_figure,
+    "entropy": trajectories.entropy_figure,
 }
 #: What each figure shows, for a reader: the report's caption and the image's alt text.
 CAPTIONS = {
@@ -195,6 +159,24 @@ def _save(fig, folder: Path, name: str) -> Path:
     return folder / f"{name}.png"
 
 
+def drawn_figures(data: StudyData, plt, axis: str | None = None) -> Iterator[tuple[str, object]]:
+    """(name, matplotlib Figure) for every figure that has data, the lead figures first; the
+    caller closes each."""
+    for name, make in PANELS.items():
+        fig = make(data, plt, axis)
+        if fig is not None:
+            yield name, fig
+    for name, draw in FIGURES.items():
+        fig, ax = plt.subplots(figsize=(8.4, 4.2))
+        if draw(data, ax):
+            # beside the plot, not over its lines
+            ax.legend(fontsize=6, loc="center left", bbox_to_anchor=(1.01, 0.5))
+            fig.tight_layout()
+            yield name, fig
+        else:
+            plt.close(fig)
+
+
 def write_figures(data: StudyData, folder: Path, axis: str | None = None) -> list[Path]:
     """Every figure that has data, as `<name>.png` and `<name>.pdf`; returns the PNG paths, the
     lead figures first. `axis`: the learning curves' x axis (a key of `multiples.AXES`; default
@@ -204,20 +186,9 @@ def write_figures(data: StudyData, folder: Path, axis: str | None = None) -> lis
     plt = _plt()
     folder.mkdir(parents=True, exist_ok=True)
     written = []
-    for name, make in PANELS.items():
-        fig = make(data, plt, axis)
-        if fig is not None:
-            try:
-                written.append(_save(fig, folder, name))
-            finally:
-                plt.close(fig)
-    for name, draw in FIGURES.items():
-        fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    for name, fig in drawn_figures(data, plt, axis):
         try:
-            if draw(data, ax):
-                ax.legend(fontsize=6)
-                fig.tight_layout()
-                written.append(_save(fig, folder, name))
+            written.append(_save(fig, folder, name))
         finally:
             plt.close(fig)
     return written

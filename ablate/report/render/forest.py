@@ -107,7 +107,14 @@ def extent(rows: list[ForestRow], margin: float | None) -> tuple[float, float]:
     return lo - pad, hi + pad
 
 
-def _draw_panel(ax, cell: str, rows: list[ForestRow], data: StudyData) -> None:
+#: Kinds of contrast that certify the design rather than answer the question: drawn in their
+#: own panel on their own scale (a positive control's large Δ would squeeze every primary
+#: contrast into a sliver of the width).
+CONTROL_KINDS = (cx.AA, cx.CONTROL, cx.GRADED)
+CONTROLS_TITLE = "Controls (their own scale)"
+
+
+def _draw_panel(ax, title: str, rows: list[ForestRow], data: StudyData, labels: list[str]):
     styles, margin = study_styles(data), data.margin
     if margin:
         ax.axvspan(-margin, margin, color=BAND, zorder=0)
@@ -127,31 +134,53 @@ def _draw_panel(ax, cell: str, rows: list[ForestRow], data: StudyData) -> None:
             va="center",
             fontsize=8,
         )
-    ax.set_yticks(range(len(rows)), [r.label for r in rows], fontsize=8)
+    ax.set_yticks(range(len(rows)), labels, fontsize=8)
     ax.set_ylim(len(rows) - 0.5, -0.5)
-    ax.set_title(cell, fontsize=9, loc="left")
+    ax.set_title(title, fontsize=9, loc="left")
+
+
+def panels(rows: list[ForestRow]) -> list[tuple[str, list[ForestRow], list[str]]]:
+    """(title, rows, row labels) per panel: one per base · template cell for the primary
+    contrasts, then one for every control (labelled with its cell when there are several)."""
+    primary = [r for r in rows if r.kind not in CONTROL_KINDS]
+    controls = [r for r in rows if r.kind in CONTROL_KINDS]
+    out = [(cell, rs, [r.label for r in rs]) for cell, rs in by_cell(primary).items()]
+    if controls:
+        several = len({r.cell for r in controls}) > 1
+        labels = [f"{r.label} · {r.cell}" if several else r.label for r in controls]
+        out.append((CONTROLS_TITLE, controls, labels))
+    return out
+
+
+XLABEL = "Δ eval pass@1, arm − reference (95% interval thin, 90% thick)"
 
 
 def figure(data: StudyData, plt, axis: str | None = None):
-    """The forest plot, or None when the study has no contrast."""
+    """The forest plot, or None when the study has no contrast: the primary panels share one
+    x range fitted to the primary contrasts; the controls' panel has its own."""
     rows = forest_rows(data)
     if not rows:
         return None
-    cells = by_cell(rows)
-    heights = [len(r) + 1.2 for r in cells.values()]
+    laid = panels(rows)
+    heights = [len(r) + 1.6 for _, r, _ in laid]
     fig, axes = plt.subplots(
-        len(cells),
-        1,
-        figsize=(7.5, 1.4 + 0.32 * sum(heights)),
-        sharex=True,
-        squeeze=False,
+        len(laid), 1, figsize=(7.5, 1.4 + 0.32 * sum(heights)), squeeze=False,
         gridspec_kw={"height_ratios": heights},
-    )
-    for ax, (cell, cell_rows) in zip(axes[:, 0], cells.items(), strict=True):
-        _draw_panel(ax, cell, cell_rows, data)
-    last = axes[-1, 0]
-    last.set_xlim(*extent(rows, data.margin))
-    last.set_xlabel("Δ eval pass@1, arm − reference (95% interval thin, 90% thick)")
+    )  # fmt: skip
+    axes = list(axes[:, 0])
+    for ax, (title, panel_rows, labels) in zip(axes, laid, strict=True):
+        _draw_panel(ax, title, panel_rows, data, labels)
+    control = laid[-1][0] == CONTROLS_TITLE
+    primary_axes = axes[: len(axes) - control]
+    primary_rows = [r for r in rows if r.kind not in CONTROL_KINDS]
+    for ax in primary_axes:
+        ax.set_xlim(*extent(primary_rows, data.margin))
+        ax.tick_params(labelbottom=ax is primary_axes[-1])
+    if primary_axes:
+        primary_axes[-1].set_xlabel(XLABEL, fontsize=8)
+    if control:
+        axes[-1].set_xlim(*extent(laid[-1][1], data.margin))
+        axes[-1].set_xlabel(XLABEL, fontsize=8)
     _legend(fig, data.margin)
     fig.suptitle("Every contrast: verdicts Holm-adjusted within each family", fontsize=10)
     fig.tight_layout(rect=(0, 0.07, 1, 0.97))  # the verdict labels count in the layout

@@ -183,7 +183,7 @@ def figure(data: StudyData, plt, axis: str | None = None):
     fig, axes = plt.subplots(
         2 * blocks,
         ncols,
-        figsize=(3.4 * ncols + 1.6, 4.2 * blocks),
+        figsize=(max(3.4 * ncols + 1.6, 6.4), 4.2 * blocks),  # one cell: room for the title
         squeeze=False,
         gridspec_kw={"height_ratios": [2, 1] * blocks},
     )
@@ -204,7 +204,9 @@ def figure(data: StudyData, plt, axis: str | None = None):
         if drawn != "step":  # 60k, 1.2M, 3G: long counts would run into one another
             top.xaxis.set_major_formatter(EngFormatter(sep=""))
     _legend(fig, styles, set(frame["arm"]), data.margin)
-    fig.suptitle("Learning curves: mean ± 95% band (≥3 seeds), thin lines: single seeds")
+    fig.suptitle(
+        "Learning curves: mean ± 95% band (≥3 seeds), thin lines: single seeds", fontsize=10
+    )
     fig.tight_layout(rect=(0, 0, 1 - 1.5 / fig.get_figwidth(), 0.95))  # 1.5 in: the legend
     return fig
 

@@ -171,9 +171,11 @@ def _draw_passk(ax, data: StudyData) -> bool:
 
 
 def figure(data: StudyData, plt, axis: str | None = None):
-    """Gain vs mixed share | gain vs base pass@1 | base Pass@k; None without gains or Pass@k."""
+    """Gain vs mixed share | gain vs base pass@1 | base Pass@k; None with fewer than two base
+    models (among the gains and Pass@k)."""
     points = gain_points(data)
-    if not points and not len(data.passk):
+    bases = {p.model for p in points} | (set(data.passk["model"]) if len(data.passk) else set())
+    if len(bases) < 2:  # selection compares base models: with one there is nothing to select
         return None
     styles = study_styles(data)
     fig, axes = plt.subplots(1, 3, figsize=(12.0, 3.9))
