@@ -42,6 +42,8 @@ def fixed(x: float, decimals: int, sign: bool = False) -> str:
     """`x` with `decimals` decimals, thousands grouped, true minus (`sign`: `+` on positives)."""
     if not math.isfinite(x):
         return "–"
+    if round(x, decimals) == 0:  # −0.0003 at 3 decimals is 0.000, not "−0.000"
+        return f"{0:.{decimals}f}"
     text = f"{x:{'+' if sign else ''},.{decimals}f}"
     return _minus(text)
 
