@@ -164,3 +164,27 @@ def _progress(hooks):
         seen += cells
         hooks_left += [c for c in cells if callable(c) and getattr(c, "__closure__", None)]
     return next(c for c in seen if isinstance(c, Progress))
+
+
+def test_a_finished_parallel_run_lets_its_workers_exit_without_a_signal(tmp_path, monkeypatch):
+    """Every trial done, the pool's workers exit on their own (the task queue's end); none is
+    sent SIGTERM, which an idle worker whose signal lands on a helper thread never handles:
+    the coordinator then waited on it for ever."""
+    import multiprocessing.process
+
+    from ablate.commands.cli import main
+
+    signalled = []
+    terminate = multiprocessing.process.BaseProcess.terminate
+
+    def recording(process):
+        if process.exitcode is None:  # a live worker being stopped by signal
+            signalled.append(process.pid)
+        terminate(process)
+
+    monkeypatch.setattr(multiprocessing.process.BaseProcess, "terminate", recording)
+    study = tmp_path / "logged.py"
+    study.write_text(textwrap.dedent(STUDY).replace("max_steps=40", "max_steps=2"))
+    argv = ["run", str(study), "--results", str(tmp_path / "results"), "--workers", "2"]
+    assert main(argv) == 0
+    assert signalled == []

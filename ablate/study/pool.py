@@ -129,6 +129,13 @@ def run_parallel(
             for out in pool.imap_unordered(_run_in_worker, jobs):
                 outcomes.append(out)
                 notify(hooks.on_trial_end, out)
+            # every trial done: the workers read the end of the task queue and exit on their
+            # own. The pool's exit would SIGTERM them, and a worker idle on the queue's lock
+            # whose signal lands on one of its other threads never runs its handler: the
+            # coordinator then waits on it for ever (seen once: the fast suite under
+            # pytest-xdist on 2 busy cores, `ablate run --workers 2` hung in Pool.terminate).
+            pool.close()
+            pool.join()
     finally:
         progress.put(None)
         relay.join(timeout=10)
