@@ -64,8 +64,12 @@ worker: install
 
 # One torch thread per test process: on 2 shared cores a second OpenMP thread that has to wait
 # for a busy core makes small models up to ~10x slower (measured), and CI must be predictable.
+# The fast set on every core (pytest-xdist; a file's tests stay in one process, so its
+# module fixtures are built once). TEST_WORKERS=0 runs it in this process.
+TEST_WORKERS ?= auto
 test: install
-	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -m "not slow and not gpu and not browser and not slurm" -q
+	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -m "not slow and not gpu and not browser and not slurm" -q \
+		-n $(TEST_WORKERS) --dist loadfile
 
 test-slow: install
 	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -m "slow" -q
@@ -143,7 +147,7 @@ $(BROWSER_STAMP): $(STAMP)
 test-browser: $(BROWSER_STAMP)
 	test -x /usr/bin/chromium || { $(SUDO) apt-get update -qq && $(APT) chromium fonts-liberation; }
 	ABLATE_REQUIRE_BROWSER=1 ABLATE_BROWSER_OUT=reports/browser-check OMP_NUM_THREADS=1 \
-		$(BIN)/python -m pytest -m browser -q
+		$(BIN)/python -m pytest tests/test_browser.py -m browser -q
 
 # A single-node Slurm cluster for the `slurm` tests (tests/slurm_cluster.py starts munged, slurmctld
 # and slurmd in a temporary folder): Debian's slurm-wlm and munge, installed when missing. Where
@@ -154,7 +158,7 @@ slurm:
 		echo "slurm: slurm-wlm/munge could not be installed here (the slurm tests will say why they skip)"
 
 test-slurm: install slurm
-	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -m slurm -q -rs
+	OMP_NUM_THREADS=1 $(BIN)/python -m pytest tests/test_slurm.py -m slurm -q -rs
 
 # Every Python tree of the repository: the package, the presets, tests, studies, developer tools.
 LINTED := ablate baselines tests studies devtools
