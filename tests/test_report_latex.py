@@ -218,7 +218,7 @@ def test_the_compile_check_fails_on_a_table_wider_than_a_column(tmp_path):
 def test_the_paper_sets_the_headline_in_a_column_and_the_appendix_across_both():
     tex = paper.paper_tex(build_tables(wide_study()).tables)
     head, appendix = tex.split("\\section*{Appendix")
-    assert head.count("\\begin{table}[tp]") == 1 and "\\footnotesize" in head
+    assert head.count("\\begin{table}[!htbp]") == 1 and "\\footnotesize" in head
     assert "\\begin{table*}" not in head and "\\subsection" not in tex
     floats = re.findall(r"\\begin\{table\*\}.*?\\end\{table\*\}", appendix, re.S)
     assert [re.search(r"\\label\{tab:(\w+)\}", f).group(1) for f in floats if "label" in f] == [

@@ -35,6 +35,9 @@ class Layout:
     line_height: float = 11.0  # the type size's baseline skip
     height: float = 460.0  # the tallest one float may be; taller: one float per panel
     stack: bool = False  # an interval cell as its estimate over [low, high]
+    # where the float may go: a results-column table reads best where its text is ("h"),
+    # else at a column's top, not above the section it belongs to
+    placement: str = "tp"
 
     @property
     def budget(self) -> float:
@@ -50,7 +53,9 @@ class Layout:
 #: tables/<name>.tex: the text width of a single-column article, in \small.
 ONE_COLUMN = Layout()
 #: One column of a two-column article, in \footnotesize with narrower column gaps.
-COLUMN = Layout(229.5, "table", "\\footnotesize", 8 / 9, 4.0, 9.5, 480.0, stack=True)
+COLUMN = Layout(
+    229.5, "table", "\\footnotesize", 8 / 9, 4.0, 9.5, 480.0, stack=True, placement="!htbp"
+)
 #: Both columns of a two-column article (`table*`), in \footnotesize.
 SPREAD = Layout(469.0, "table*", "\\footnotesize", 8 / 9, 4.0, 9.5, 480.0)
 
@@ -317,7 +322,7 @@ def table_tex(
 
 def _float(body: list[str], caption: str, label: str | None, layout: Layout) -> str:
     env = layout.env
-    head = [f"\\begin{{{env}}}[tp]", r"\centering", layout.size]
+    head = [f"\\begin{{{env}}}[{layout.placement}]", r"\centering", layout.size]
     if layout.tabcolsep != ONE_COLUMN.tabcolsep:  # local to the float's group
         head.append(f"\\setlength{{\\tabcolsep}}{{{layout.tabcolsep:g}pt}}")
     if label is None:  # a continuation keeps the number of the table it continues

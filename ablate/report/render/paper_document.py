@@ -33,7 +33,7 @@ def document(data, figures: list[Path]) -> str:
     forest = next((p for p in figures if p.stem == "forest_plot"), None)
     if forest is not None:
         lines += [
-            "\\begin{figure}[tbp]",
+            "\\begin{figure}[!htbp]",  # here, under its section, where it fits
             "\\centering",
             "\\includegraphics[width=\\columnwidth]{figures/forest_plot.pdf}",
             f"\\caption{{{escape(caption(forest))}.}}",
