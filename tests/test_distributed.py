@@ -9,7 +9,6 @@ import re
 import subprocess
 import sys
 import threading
-import time
 
 import pytest
 
@@ -135,14 +134,30 @@ def test_worker_runs_each_trial_once_skips_finished_and_invents_none(config, ran
     assert {t.value for t in trials if t.state.name == "COMPLETE"} == {0.25}
 
 
+def beat_long_ago(storage: str, trial_id: int, seconds: int) -> None:
+    """Move a trial's last heartbeat `seconds` into the past, as if its worker had died then:
+    the test states the silence instead of sleeping through the grace period."""
+    import datetime
+
+    import sqlalchemy as sa
+    from optuna.storages._rdb import models
+
+    table = models.TrialHeartbeatModel.__table__
+    engine = sa.create_engine(storage)
+    with engine.begin() as conn:
+        (last,) = conn.execute(sa.select(table.c.heartbeat).where(table.c.trial_id == trial_id))
+        earlier = last[0] - datetime.timedelta(seconds=seconds)
+        conn.execute(table.update().where(table.c.trial_id == trial_id).values(heartbeat=earlier))
+    engine.dispose()
+
+
 def test_stale_trial_is_failed_and_retried_once(config, ran):
     study = six_trial_study("stale")
-    config = WorkerConfig(**{**config.__dict__, "grace_period": 1})
     queue = prepare(study, config)
     dead = claim_waiting(queue)  # a worker that claims a trial, beats once and dies
     with Heartbeat(queue, queue.storage_id(dead), interval=60):
         pass
-    time.sleep(2.5)
+    beat_long_ago(config.storage, queue.storage_id(dead), seconds=3600)
 
     run_worker(study, config)
 

@@ -7,7 +7,6 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import pytest
@@ -45,8 +44,9 @@ def write_study(tmp_path: Path, steps: int, passk: str = "None") -> Path:
     return path
 
 
-def ablate_run(study: Path, results: Path, **kw) -> subprocess.Popen:
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+def ablate_run(study: Path, results: Path, fault: str = "", **kw) -> subprocess.Popen:
+    """`ablate run` in a child process; `fault`: an `ABLATE_FAULT` point that kills it."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1", **({"ABLATE_FAULT": fault} if fault else {})}
     cmd = [
         sys.executable,
         "-m",
@@ -65,20 +65,12 @@ def finished_runs(results: Path):
 
 def test_sigkill_mid_trial_then_rerun_gives_exactly_six_finished_runs(tmp_path):
     study, results = write_study(tmp_path, steps=6), tmp_path / "results"
-    proc = ablate_run(study, results)
-    trials = results / "six" / "trials"
-    deadline = time.time() + 120
-    # kill once the second trial has written a checkpoint (the first has then finished)
-    while time.time() < deadline and proc.poll() is None:
-        states = list(trials.glob("*/checkpoints/step-*/manifest.json")) if trials.exists() else []
-        if len(states) >= 2:
-            break
-        time.sleep(0.05)
-    assert proc.poll() is None, "the study ended before it could be killed"
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
+    # killed at the second trial's step-3 checkpoint: the first trial has then finished
+    proc = ablate_run(study, results, fault="checkpoint_renamed@3#2")
+    _, err = proc.communicate(timeout=300)
+    assert proc.returncode == -signal.SIGKILL, err.decode()[-2000:]
     killed = finished_runs(results).runs
-    assert "RUNNING" in set(killed["status"]), "the kill should leave one trial RUNNING"
+    assert sorted(killed["status"]) == ["FINISHED", "RUNNING"], "one finished, one killed"
     rerun = ablate_run(study, results)
     _, err = rerun.communicate(timeout=300)
     assert rerun.returncode == 0, err.decode()[-2000:]

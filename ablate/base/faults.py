@@ -2,7 +2,9 @@
 process kill itself with SIGKILL when it reaches `<point>` at trial step `<step>` (`*` = the
 first time), so a test can stop a trial at an exact instant of its life instead of guessing
 with timers; `<point>@<step>:SIGTERM` (or `:SIGINT`) sends that signal instead, as a user's
-`kill` or Ctrl-C would. Unset (always, outside tests) a point costs one dict lookup.
+`kill` or Ctrl-C would; `<point>@<step>#<n>` fires the n-th time this process reaches it (e.g.
+the second trial's checkpoint at that step, when one process trains several trials). Unset
+(always, outside tests) a point costs one dict lookup.
 
 Points: `step_logged` (a step's metrics handed to the tracker), `metrics_flushed` (the tracker
 flushed, the checkpoint not yet written), `checkpoint_files_written` (inside the temporary
@@ -17,6 +19,9 @@ import signal
 
 ENV = "ABLATE_FAULT"
 
+#: How often this process has reached the armed point (only the armed one is counted).
+_reached = {"count": 0}
+
 
 def point(name: str, step: int) -> None:
     spec = os.environ.get(ENV)
@@ -24,5 +29,8 @@ def point(name: str, step: int) -> None:
         return
     target, _, at = spec.partition("@")
     at, _, signame = at.partition(":")
+    at, _, nth = at.partition("#")
     if target == name and at in ("*", str(step)):
-        os.kill(os.getpid(), getattr(signal, signame or "SIGKILL"))
+        _reached["count"] += 1
+        if _reached["count"] == int(nth or 1):
+            os.kill(os.getpid(), getattr(signal, signame or "SIGKILL"))

@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
+from collections.abc import Callable
 
 from ablate.base.store.leases import TTL, LeaseTable, owner_id, owner_is_dead
 
@@ -35,10 +36,20 @@ class LeaseLost(RuntimeError):
 
 class TrialLease:
     """One trial's lease for this process: `acquire()`, then `check()` before every write,
-    `release()` at the end. Renewed by a daemon thread while held."""
+    `release()` at the end. Renewed by a daemon thread while held (`heartbeat=False`: by whoever
+    calls `beat()`, as tests do with a `clock` they advance themselves)."""
 
-    def __init__(self, store: LeaseTable, key: str, *, ttl: float = TTL) -> None:
+    def __init__(
+        self,
+        store: LeaseTable,
+        key: str,
+        *,
+        ttl: float = TTL,
+        clock: Callable[[], float] = time.monotonic,
+        heartbeat: bool = True,
+    ) -> None:
         self.store, self.key, self.ttl = store, key, ttl
+        self._clock, self._heartbeat = clock, heartbeat
         self.owner = owner_id()
         self._valid_until = 0.0
         self._lost = False
@@ -49,25 +60,31 @@ class TrialLease:
         """None when this process now holds the lease, else who does."""
         holder = self.store.acquire(self.key, self.owner, self.ttl)
         if holder is None:
-            self._valid_until = time.monotonic() + self.ttl * SAFE
-            self._thread = threading.Thread(target=self._beat, daemon=True)
-            self._thread.start()
+            self._valid_until = self._clock() + self.ttl * SAFE
+            if self._heartbeat:
+                self._thread = threading.Thread(target=self._beat_until_stopped, daemon=True)
+                self._thread.start()
         return holder
 
-    def _beat(self) -> None:
-        while not self._stop.wait(self.ttl / 6):
-            try:
-                renewed_at = time.monotonic()
-                if not self.store.renew(self.key, self.owner, self.ttl):
-                    self._lost = True
-                    return
-                self._valid_until = renewed_at + self.ttl * SAFE
-            except Exception:  # the database is unreachable: `check` fails once the lease ages
-                continue
+    def _beat_until_stopped(self) -> None:
+        while not self._stop.wait(self.ttl / 6) and self.beat():
+            pass
+
+    def beat(self) -> bool:
+        """Renew the lease once; False once it is lost (someone else holds it)."""
+        try:
+            renewed_at = self._clock()
+            if not self.store.renew(self.key, self.owner, self.ttl):
+                self._lost = True
+                return False
+            self._valid_until = renewed_at + self.ttl * SAFE
+        except Exception:  # the database is unreachable: `check` fails once the lease ages
+            pass
+        return True
 
     def check(self) -> None:
         """Raise LeaseLost unless this process still safely holds the lease."""
-        if self._lost or time.monotonic() > self._valid_until:
+        if self._lost or self._clock() > self._valid_until:
             raise LeaseLost(f"lease of {self.key} lost (held by {self.owner} until it expired)")
 
     def release(self) -> None:

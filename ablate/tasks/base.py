@@ -84,6 +84,8 @@ class Task(ABC):
     `get_task` accepts; `__post_init__` validates them with fix-it messages."""
 
     name: ClassVar[str]
+    clock: ClassVar[Callable[[], float]] = staticmethod(time.perf_counter)
+    """What `verify` times itself with (a test gives a clock it advances)."""
     time_limit: float = 1.0
     """Seconds one `verify` call may take; an overrun is reported as error='timeout'."""
     reward_format: float = 0.0
@@ -118,12 +120,12 @@ class Task(ABC):
             self._prepare()
         except Exception as exc:
             return error_verdict(f"verifier setup failed: {type(exc).__name__}: {exc}")
-        start = time.perf_counter()
+        start = self.clock()
         try:
             verdict = self._verify(problem, str(completion), template)
         except Exception as exc:
             return error_verdict(f"{type(exc).__name__}: {exc}")
-        if time.perf_counter() - start > self.time_limit:
+        if self.clock() - start > self.time_limit:
             return error_verdict(TIMEOUT)
         return verdict
 

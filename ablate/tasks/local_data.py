@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import os
 import re
-import time
 from abc import abstractmethod
 from dataclasses import dataclass
 from fractions import Fraction
@@ -200,7 +199,7 @@ class MathTask(LocalDatasetTask):
         shared_verifier().start()
 
     def _verify(self, problem: Problem, completion: str, template: Template) -> Verdict:
-        start = time.perf_counter()
+        start = self.clock()
         answer = template.extract(completion)
         if answer is None:
             return Verdict(self.score(False, False), False, None, False)
@@ -209,7 +208,7 @@ class MathTask(LocalDatasetTask):
         elif len(answer) > MAX_MATH_ANSWER_CHARS:
             correct = False  # far longer than any reference: wrong, without a sympy run
         else:
-            remaining = self.time_limit - (time.perf_counter() - start)
+            remaining = self.time_limit - (self.clock() - start)
             try:
                 correct = shared_verifier().equal(problem.answer, answer, remaining)
             except VerifierTimeout:

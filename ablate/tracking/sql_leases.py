@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -53,8 +54,10 @@ def _tables(url: str) -> tuple[Any, Any]:
 class LeaseStore:
     """The lease table at `url` (any SQLAlchemy URL; created on first use)."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, *, clock: Callable[[], float] = time.time) -> None:
         self.url = url
+        # wall-clock seconds: expiry times are compared across processes and machines
+        self._clock = clock
 
     @classmethod
     def in_folder(cls, folder: str | Path) -> LeaseStore:
@@ -88,7 +91,7 @@ class LeaseStore:
         """Take the lease of `key` for `owner`; None when taken, else the live holder."""
         import sqlalchemy as sa
 
-        t, now = self._table, time.time()
+        t, now = self._table, self._clock()
         current = self.holder(key)
         if current is None:
             try:
@@ -127,7 +130,7 @@ class LeaseStore:
             done = conn.execute(
                 sa.update(t)
                 .where(t.c.lease_key == key, t.c.owner == owner)
-                .values(expires_at=time.time() + ttl)
+                .values(expires_at=self._clock() + ttl)
             )
         return done.rowcount == 1
 
