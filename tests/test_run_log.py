@@ -7,7 +7,6 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
 
 import pytest
 
@@ -35,15 +34,11 @@ def test_a_killed_run_logged_to_a_file_says_where_it_was(tmp_path):
     log = tmp_path / "run.log"
     cmd = [sys.executable, "-m", "ablate.commands.cli", "run", str(study), "--log-every", "1"]
     cmd += ["--results", str(tmp_path / "results")]
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    # killed as step 4's metrics reach the tracker: steps 1-3 were printed, nothing after
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "ABLATE_FAULT": "step_logged@4"}
     with log.open("w") as out:
-        proc = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT)
-    deadline = time.time() + 180
-    while time.time() < deadline and proc.poll() is None and "step 3/40" not in log.read_text():
-        time.sleep(0.1)
-    assert proc.poll() is None, log.read_text()[-2000:]
-    proc.send_signal(signal.SIGKILL)  # no chance to flush anything more
-    proc.wait()
+        proc = subprocess.run(cmd, env=env, stdout=out, stderr=subprocess.STDOUT, timeout=300)
+    assert proc.returncode == -signal.SIGKILL, log.read_text()[-2000:]
     lines = log.read_text().splitlines()
     text = "\n".join(lines)
     assert "phase: Pass@G" in text and "pass@G hopeless × plain: 3/3 prompts" in text

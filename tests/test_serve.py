@@ -3,22 +3,23 @@
 from __future__ import annotations
 
 import os
+import select
 import signal
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 #: Like `mlflow server`: a parent that ignores nothing and forwards nothing, and a grandchild
-#: (uvicorn) holding the port.
+#: (uvicorn) holding the port, which says "listening" once it does.
 FAKE_SERVER = """
 import subprocess, sys
 holder = (
     "import socket, sys, time; s = socket.socket(); "
-    "s.bind(('127.0.0.1', int(sys.argv[1]))); s.listen(); time.sleep(600)"
+    "s.bind(('127.0.0.1', int(sys.argv[1]))); s.listen(); print('listening', flush=True); "
+    "time.sleep(600)"
 )
 subprocess.Popen([sys.executable, "-c", holder, sys.argv[1]]).wait()
 """
@@ -52,6 +53,31 @@ def _descendants(pid: int) -> set[int]:
     return found
 
 
+def _wait_gone(pids: set[int], timeout: float) -> set[int]:
+    """Block until every process in `pids` has exited (the kernel tells, through a pidfd each:
+    no polling), at most `timeout` seconds; those still running."""
+    left = set()
+    for pid in pids:
+        try:
+            fd = os.pidfd_open(pid)
+        except ProcessLookupError:
+            continue  # gone already
+        try:
+            if not select.select([fd], [], [], timeout)[0]:
+                left.add(pid)
+        finally:
+            os.close(fd)
+    return left
+
+
+def _ready(proc: subprocess.Popen, line: str) -> None:
+    """Read `proc`'s output until `line` starts a line (the server says it is ready)."""
+    for got in proc.stdout:
+        if got.startswith(line):
+            return
+    raise AssertionError(f"ended (rc {proc.wait()}) without saying {line!r}")
+
+
 def _alive(pid: int) -> bool:
     try:
         state = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
@@ -60,13 +86,12 @@ def _alive(pid: int) -> bool:
     return state != "Z"
 
 
-def _start_then_sigterm(cmd: list[str], port: int, wait_s: float) -> tuple[int, set[int]]:
-    """Start `cmd`, wait until `port` listens, SIGTERM it; (its exit code, its descendants)."""
+def _start_then_sigterm(cmd: list[str], port: int, ready: str) -> tuple[int, set[int]]:
+    """Start `cmd`, wait until it prints `ready`, SIGTERM it; (its exit code, its descendants)."""
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.time() + wait_s
-    while time.time() < deadline and proc.poll() is None and not _listening(port):
-        time.sleep(0.2)
+    pipe = {"stdout": subprocess.PIPE, "stderr": subprocess.DEVNULL, "text": True}
+    proc = subprocess.Popen(cmd, env=env, **pipe)
+    _ready(proc, ready)
     assert _listening(port), "the server never listened"
     children = _descendants(proc.pid)
     assert children, "the server runs in child processes"
@@ -80,7 +105,7 @@ def test_sigterm_stops_the_server_group_and_frees_its_port():
     call = "import sys; from ablate.commands.serve import serve_until_signalled as s; "
     call += "sys.exit(s(sys.argv[1:]))"
     cmd = [sys.executable, "-c", call, sys.executable, "-c", FAKE_SERVER, str(port)]
-    code, children = _start_then_sigterm(cmd, port, wait_s=30)
+    code, children = _start_then_sigterm(cmd, port, ready="listening")
     assert code == 128 + signal.SIGTERM
     assert not _listening(port)
     assert not [pid for pid in children if _alive(pid)]
@@ -100,7 +125,7 @@ def test_ablate_ui_stops_mlflow_and_uvicorn_on_sigterm(tmp_path):
         "--port",
         str(port),
     ]
-    code, children = _start_then_sigterm(cmd, port, wait_s=180)  # ~40 s on 2 busy cores
+    code, children = _start_then_sigterm(cmd, port, ready="Ctrl-C stops the server")
     assert code == 128 + signal.SIGTERM
     assert len(children) >= 2  # mlflow server and uvicorn (and its job runners)
     assert not _listening(port)
@@ -112,10 +137,9 @@ def _start_then_signal(signum: int, port: int) -> tuple[subprocess.Popen, set[in
     call = "import sys; from ablate.commands.serve import serve_until_signalled as s; "
     call += "sys.exit(s(sys.argv[1:]))"
     cmd = [sys.executable, "-c", call, sys.executable, "-c", FAKE_SERVER, str(port)]
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.time() + 30
-    while time.time() < deadline and not _listening(port):
-        time.sleep(0.1)
+    pipe = {"stdout": subprocess.PIPE, "stderr": subprocess.DEVNULL, "text": True}
+    proc = subprocess.Popen(cmd, **pipe)
+    _ready(proc, "listening")
     assert _listening(port), "the server never listened"
     children = _descendants(proc.pid)
     proc.send_signal(signum)
@@ -129,10 +153,8 @@ def test_the_server_never_outlives_ablate_whatever_signal_ends_it(signum):
     proc, children = _start_then_signal(signum, port)
     code = proc.wait(timeout=30)
     assert code == (-signal.SIGKILL if signum == signal.SIGKILL else 128 + signal.SIGHUP)
-    deadline = time.time() + 30  # after SIGKILL the guard notices within 0.2 s, stops the group
-    while time.time() < deadline and [pid for pid in children if _alive(pid)]:
-        time.sleep(0.1)
-    assert not [pid for pid in children if _alive(pid)]
+    # after SIGKILL the guard notices within 0.2 s and stops the group
+    assert _wait_gone(children, timeout=30) == set()
     assert not _listening(port)
 
 
