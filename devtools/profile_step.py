@@ -94,17 +94,22 @@ def instrument(clock: Clock, setup) -> None:
     clock.wrap(setup.optimizer, "step", "optimizer", "update")
 
 
-def run(model: str, steps: int, warmup: int, top: int) -> None:
-    """`warmup` untimed steps, `steps` timed ones, then `steps` more under the profiler (kept
-    apart: starting and stopping it costs more than a step)."""
-    from ablate.trial import rl_step
-
+def natural_model(model: str) -> str:
+    """A benchmark size's natural-length model folder; a zoo name or folder as given."""
     if model in ("0.53M", "4.2M"):
         from devtools.bench.models import natural_model_dir
 
-        model = str(natural_model_dir(model))
-    setup, state, stream = stepper(model)
-    clock = Clock()
+        return str(natural_model_dir(model))
+    return model
+
+
+def phase_seconds(model: str, steps: int, warmup: int, clock: Clock | None = None):
+    """Seconds per phase (PHASES, plus "step" and the mean completion "length") of `steps`
+    natural-length steps after `warmup` untimed ones; also (setup, state, stream) to go on."""
+    from ablate.trial import rl_step
+
+    setup, state, stream = stepper(natural_model(model))
+    clock = clock or Clock()
     instrument(clock, setup)
     rows: dict[str, list[float]] = defaultdict(list)
     for index in range(warmup + steps):
@@ -121,6 +126,15 @@ def run(model: str, steps: int, warmup: int, top: int) -> None:
             rows[p].append(s[p])
         rows["step"].append(wall)
         rows["length"].append(metrics["length/mean"])
+    return rows, (setup, state, stream, clock)
+
+
+def run(model: str, steps: int, warmup: int, top: int) -> None:
+    """`warmup` untimed steps, `steps` timed ones, then `steps` more under the profiler (kept
+    apart: starting and stopping it costs more than a step)."""
+    from ablate.trial import rl_step
+
+    rows, (setup, state, stream, clock) = phase_seconds(model, steps, warmup)
     clock.profiles = {
         "sampling": torch.profiler.profile(acc_events=True),
         "update": torch.profiler.profile(acc_events=True),

@@ -10,7 +10,7 @@ from typing import Any
 
 from ablate.base.errors import ConfigError
 
-SECTIONS = ("trl", "natural", "rollout", "flops", "overhead", "scaling", "study")
+SECTIONS = ("trl", "natural", "profile", "rollout", "flops", "overhead", "scaling", "study")
 #: Longest completion allowed (the zoo models have 192 positions; prompts take ~25).
 MAX_LENGTH = 128
 

@@ -33,6 +33,7 @@ MET, MISSED = "✅ met", "❌ missed"
 TITLES = {
     "trl": "1. RL step time: ablate vs TRL GRPOTrainer (identical work)",
     "natural": "1b. Natural lengths: completions end at EOS (ablate vs TRL, ours vs `generate`)",
+    "profile": "1c. Where the natural-length step's time goes (phase by phase)",
     "rollout": "2. Rollout tokens/s with log-probs: ours vs `model.generate`",
     "flops": "3. Train-step FLOP utilisation",
     "overhead": "4. Harness overhead (diagnostics + MLflow tracking)",
@@ -69,6 +70,16 @@ NOTES = {
         "so the samples, and the mean lengths, coincide), tok/s = completion tokens generated ÷ "
         "seconds; `ours full batch` decodes finished rows to the end (ragged decoding off: the "
         "same samples), and `ragged ÷ full-batch` is the ratio of their times."
+    ),
+    "profile": (
+        "Section 1b's ablate step alone (GRPO, no KL, 8 prompts × G=8, up to 80 tokens ending at "
+        "EOS, same models), timed by wrappers around the step's own functions "
+        "(`python -m devtools profile-step` prints the same phases and the top operators): "
+        "sampling = the engine's `generate` (decode with log-probs), scoring = the rest of "
+        "`perf/gen_seconds` (the verifier, rewards), forward = the policy's training and "
+        "no-grad forward passes, backward, optimizer = AdamW's step, rest = the step's wall "
+        "time minus all of them (Python, advantages, diagnostics). Median over the timed steps "
+        "after the warm-up ones; shares are of the median step."
     ),
     "rollout": (
         "`HFEngine` (tokens + log-probs + entropy) vs `model.generate` (tokens only), the same "

@@ -233,9 +233,16 @@ def section_natural(bench: Bench) -> list[Row]:
     return run(bench)
 
 
+def section_profile(bench: Bench) -> list[Row]:
+    from devtools.bench.profile import section_profile as run
+
+    return run(bench)
+
+
 SECTION_RUNNERS: dict[str, Callable[[Bench], list[Row]]] = {
     "trl": section_trl,
     "natural": section_natural,
+    "profile": section_profile,
     "rollout": section_rollout,
     "flops": section_flops,
     "overhead": section_overhead,
