@@ -103,13 +103,16 @@ def natural_model(model: str) -> str:
     return model
 
 
-def phase_seconds(model: str, steps: int, warmup: int, clock: Clock | None = None):
+def phase_seconds(model: str, steps: int, warmup: int):
     """Seconds per phase (PHASES, plus "step" and the mean completion "length") of `steps`
-    natural-length steps after `warmup` untimed ones; also (setup, state, stream) to go on."""
+    natural-length steps after `warmup` untimed ones; also (setup, state, stream, clock) to go
+    on."""
     from ablate.trial import rl_step
 
+    # the optimizer's step is wrapped (timed) after the LR scheduler saw it: expected here
+    warnings.filterwarnings("ignore", message=".*optimizer.step\\(\\)` has been overridden")
     setup, state, stream = stepper(natural_model(model))
-    clock = clock or Clock()
+    clock = Clock()
     instrument(clock, setup)
     rows: dict[str, list[float]] = defaultdict(list)
     for index in range(warmup + steps):
@@ -172,7 +175,5 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--top", type=int, default=10)
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
-    # the optimizer's step is wrapped (timed) after the LR scheduler saw it: expected here
-    warnings.filterwarnings("ignore", message=".*optimizer.step\\(\\)` has been overridden")
     run(args.model, args.steps, args.warmup, args.top)
     return 0

@@ -1,5 +1,5 @@
-"""A clock a test advances itself, for code that takes `clock=` (leases, grace periods): the test
-states the time that passes instead of sleeping through it."""
+"""A clock a test advances itself, for code that takes a clock (leases, a task's verifier time
+limit): the test states the time that passes instead of sleeping through it."""
 
 from __future__ import annotations
 

@@ -16,12 +16,8 @@ SECTION = "profile"
 def section_profile(bench: Any) -> list[Row]:
     """Per size: each phase's seconds per step (median over the timed steps, min–max) and its
     share of the step in the note."""
-    import warnings
-
     from devtools.profile_step import PHASES, phase_seconds
 
-    # the optimizer's step is wrapped (timed) after the LR scheduler saw it: expected here
-    warnings.filterwarnings("ignore", message=".*optimizer.step\\(\\)` has been overridden")
     o, rows = bench.options, []
     for size in o.sizes:
         bench.progress(f"profile of the natural-length step, {size}")
