@@ -166,9 +166,6 @@ def _data_range_problems(a: Any) -> list[str]:
     f = a.reward_floor
     if not finite(f) or f >= 1:
         p.append(f"reward_floor={f!r} must be a finite number below 1 (-1: the ±1 rewards)")
-    c = a.rollout_correction_cap
-    if not finite(c) or c < 1:
-        p.append(f"rollout_correction_cap={c!r} must be a number >= 1 (TRL uses 3.0)")
     return p
 
 
