@@ -217,3 +217,32 @@ def test_pearson_is_one_on_equal_probabilities_and_matches_its_definition():
     xc, yc = x - x.mean(), y - y.mean()
     want = float((xc * yc).sum() / (xc.norm() * yc.norm()))
     assert pearson(x, y) == pytest.approx(want)
+
+
+def _keys(spelling: str, target: str) -> dict[str, object]:
+    from ablate.peers import export_config
+    from ablate.peers.aliases import alias_algorithm
+
+    exported = export_config(alias_algorithm(spelling), target, name=spelling)
+    return {k: v for line in exported.lines for k, v in line.keys.items()}
+
+
+def test_verl_presets_export_back_to_their_rollout_corr_settings():
+    rc = "algorithm.rollout_correction."
+    geo = _keys("bypass_ppo_clip_geo_rs@verl", "verl")
+    assert (geo[rc + "rollout_rs"], geo[rc + "rollout_rs_threshold"]) == (
+        "seq_mean_k1",
+        "0.999_1.001",
+    )
+    assert geo[rc + "rollout_is"] is None
+    icepop = _keys("bypass_pg_token_icepop@verl", "verl")
+    assert (icepop[rc + "rollout_is"], icepop[rc + "rollout_is_threshold"]) == ("token", "0.5_5")
+    k3 = _keys("decoupled_k3_rs@verl", "verl")
+    assert (k3[rc + "rollout_rs"], k3[rc + "rollout_rs_threshold"]) == ("seq_mean_k3", 0.01)
+
+
+def test_trl_spellings_export_back_to_their_mode():
+    mask = _keys("token_mask@trl", "trl")
+    assert mask["vllm_importance_sampling_mode"] == "token_mask"
+    assert mask["vllm_importance_sampling_clip_min"] == 1e-10
+    assert _keys("off_policy_mask_threshold@trl", "trl")["off_policy_mask_threshold"] == 0.5
