@@ -41,6 +41,7 @@ TrustRegion = Literal["ratio_clip", "dppo_tv", "dppo_kl"]
 RolloutCorrection = Literal[
     "none", "token_truncate", "token_mis", "sequence_mask", "geo_rs", "k3_rs", "opsm", "m2po"
 ]
+RolloutPrecision = Literal["trainer", "bf16", "fp16"]
 KLEstimator = Literal["k1", "k2", "k3"]
 KLIn = Literal["loss", "reward"]
 AdvantageName = Literal["group", "gae"]
@@ -165,6 +166,12 @@ class Algorithm:
     """opsm: δ, the mean KL a negative-advantage sequence may have before it is masked."""
     m2po_threshold: float = 0.04
     """m2po: τ, the mean (log ρ)² over the batch the rejected tokens bring the rest below."""
+
+    # --- train–inference mismatch (engine settings an arm may vary) ---------------------------
+    rollout_precision: RolloutPrecision = "trainer"
+    """The engine's weights and compute: the trainer's own, or a bf16/fp16 copy (vLLM-like)."""
+    rollout_staleness: int = 0
+    """Rollouts come from the policy this many updates old (asynchronous trainers' lag k)."""
 
     # --- update schedule ------------------------------------------------------------------
     ppo_epochs: int = 1

@@ -317,6 +317,19 @@ TABLE: Table = {
         "a number": one(exact({"vllm_importance_sampling_clip_min": SELF})),
     },
     "opsm_delta": {"any": one(exact({"off_policy_mask_threshold": SELF}))},
+    "rollout_precision": {
+        "trainer": one(exact()),
+        **{
+            p: one(cannot("ablate's CPU stand-in: TRL sets the rollout engine's own dtype"))
+            for p in ("bf16", "fp16")
+        },
+    },
+    "rollout_staleness": {
+        "0": one(exact()),
+        "above 0": one(
+            cannot("TRL's GRPOTrainer samples from the current policy (no lag setting)")
+        ),
+    },
     "ppo_epochs": {"any": one(exact({"num_iterations": SELF}))},
     "minibatches": {
         "1": one(exact({"steps_per_generation": SELF})),

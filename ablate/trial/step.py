@@ -71,7 +71,7 @@ def learn(s: Setup, batch: ScoredBatch, step: int) -> Learned:
     estimate = s.estimator.estimate(shaped, frozen.readout)
     if not torch.isfinite(estimate.advantages).all():
         raise DivergedError(step, "advantages (non-finite rewards)")
-    shaped = correct(shaped, estimate.advantages, algo)
+    shaped = correct(shaped, estimate.advantages, algo, staleness=algo.rollout_staleness)
     update = run_updates(s.learner, shaped, estimate, s.update_config, step)
     s.engine.sync_weights(s.model)
     return Learned(frozen, shaped, estimate, update)

@@ -166,6 +166,21 @@ DATA: Table = {
         "a number": one(exact(note="in the threshold the cap sets")),
     },
     "rejection_k3_max": {"any": one(exact({RC + "rollout_rs_threshold": SELF}))},
+    "rollout_precision": {
+        "trainer": one(exact()),
+        **{
+            p: one(cannot("ablate's CPU stand-in: verl sets the rollout engine's own dtype"))
+            for p in ("bf16", "fp16")
+        },
+    },
+    "rollout_staleness": {
+        "0": one(exact()),
+        "above 0": one(
+            cannot(
+                "verl 0.9.1's PPO trainer is synchronous (its async recipes are other entry points)"
+            )
+        ),
+    },
     "ppo_epochs": {"any": one(exact({A + "ppo_epochs": SELF}))},
     "minibatches": {
         "1": one(exact({A + "ppo_mini_batch_size": Expr("prompts / minibatches", mini_batch)})),
