@@ -26,6 +26,7 @@ from ablate.report.render import (
     paper,
     secondary,
     survival,
+    took_effect,
 )
 from ablate.report.render.sections import (
     FINDING_GROUPS,
@@ -55,6 +56,7 @@ def _registry(*declared: tuple[TableSpec, ...]) -> tuple[TableSpec, ...]:
 TABLES = _registry(
     paper.TABLES,
     configuration.TABLES,
+    took_effect.TABLES,
     headline.TABLES,
     budget.TABLES,
     elicited.TABLES,
