@@ -64,6 +64,7 @@ def study_problems(study: Study) -> list[str]:
         _passk_problems,
         _launch_problems,
         _search_problems,
+        _tune_problems,
         replicate_problems,
         finding_problems,
         design_problems,
@@ -250,3 +251,7 @@ def _search_problems(study: Study) -> list[str]:
         if dim.choices is None and (dim.low is None or dim.high is None or dim.low >= dim.high):
             out.append(f"search: {name!r} needs choices or low < high")
     return out
+
+
+def _tune_problems(study: Study) -> list[str]:
+    return [] if study.tune is None else study.tune.problems()
