@@ -254,4 +254,16 @@ def _search_problems(study: Study) -> list[str]:
 
 
 def _tune_problems(study: Study) -> list[str]:
-    return [] if study.tune is None else study.tune.problems()
+    """The tuning's and the eval recipes' declarations (`TuneSpec`, `Recipes`)."""
+    from ablate.tasks.templates import template_names
+
+    out = [] if study.tune is None else study.tune.problems()
+    recipes = getattr(study.eval, "robustness", None)
+    if recipes is not None and isinstance(recipes.templates, tuple):
+        valid = template_names()
+        out += [
+            f"eval.robustness: unknown template {t!r}; valid: {', '.join(valid)}"
+            for t in recipes.templates
+            if t not in valid
+        ]
+    return out

@@ -104,6 +104,10 @@ def run_study(
             done = run_parallel(study, todo, uri, paths["study"], workers, hooks)
         if done is None:  # submitted and detached: the last array task closes the parent
             return skipped
+        if study.eval.robustness is not None:  # the final checkpoints under every eval recipe
+            from ablate.study.recipe_phase import evaluate_recipes
+
+            evaluate_recipes(study, trials, paths["study"], uri, hooks)
         _close_parent(parent, done)
     return skipped + done
 

@@ -8,6 +8,7 @@ problem at once — as `StudyError`, before any compute or results-store write.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import itertools
 import re
@@ -273,7 +274,7 @@ class Study:
                     seed=seed,
                     budget=self.budget,
                     optim=self.optim,
-                    eval=self.eval,
+                    eval=dataclasses.replace(self.eval, robustness=None),  # not identity
                     checkpoint_every=self.checkpoint_every,
                     study=self.name,
                     engine=self.engine,

@@ -51,6 +51,9 @@ def linear_range(low: float, high: float) -> Range:
 #: (`ablate.study.tune_phase`), read by the report; the params' own columns follow these.
 FILE = "tuning.csv"
 COLUMNS = ("arm", "number", "score", "state", "chosen")
+#: `<results>/<study>/recipes.csv`: the final checkpoints under each eval recipe
+#: (`ablate.study.recipe_phase`), read by the report.
+RECIPES_FILE = "recipes.csv"
 
 
 def chosen_values(table: Any) -> dict[str, dict[str, float]]:

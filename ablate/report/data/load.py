@@ -41,7 +41,7 @@ from ablate.factors.spec import Budget, Optim
 from ablate.study.identity import identified_trials
 from ablate.study.study import Study
 from ablate.study.tuning import FILE as TUNING_FILE
-from ablate.study.tuning import TuneSpec, chosen_values, shared_setting
+from ablate.study.tuning import RECIPES_FILE, TuneSpec, chosen_values, shared_setting
 from ablate.tracking import RunTable, StudyStore
 
 KEYS = ["trial_id", "arm", "model", "template", "seed"]
@@ -79,6 +79,9 @@ class StudyData:
     tune: TuneSpec | None = None  # the declared per-arm tuning (None: one shared setting)
     tuning: pd.DataFrame = field(default_factory=pd.DataFrame)
     """Every tuning trial's setting and score (`ablate.study.tune_phase.COLUMNS`)."""
+    recipes: pd.DataFrame = field(default_factory=pd.DataFrame)
+    """Per-problem pass rates of the final checkpoints under each eval recipe
+    (`ablate.study.recipe_phase.COLUMNS`); empty without `EvalSpec.robustness`."""
     shared: Mapping[str, Any] = field(default_factory=dict)
     """The study's own values of the tuned params (an untuned arm's setting)."""
 
@@ -337,6 +340,7 @@ def load_study_data(
         eval_spec=study.eval,
         tune=study.tune,
         tuning=tuning,
+        recipes=read_passk(results_dir, study.name, RECIPES_FILE),
         shared=_shared(study),
     )
 

@@ -24,6 +24,7 @@ from ablate.report.render import (
     elicited,
     headline,
     paper,
+    robustness,
     secondary,
     survival,
 )
@@ -57,6 +58,7 @@ TABLES = _registry(
     configuration.TABLES,
     headline.TABLES,
     budget.TABLES,
+    robustness.TABLES,
     elicited.TABLES,
     checkpoints.TABLES,
     survival.TABLES,
