@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from ablate.base.errors import AblateError, StudyError, StudyWarning, keyword_hint
-from ablate.factors.eval_spec import CurveSpec, EvalSpec
+from ablate.factors.eval_spec import CurveSpec, EvalSpec, Recipes
 from ablate.factors.fields import Rule, shown
 from ablate.factors.finding import Finding
 from ablate.factors.spec import Budget, Engine, Optim, TrialSpec
@@ -42,6 +42,7 @@ __all__ = [
     "Launch",
     "Optim",
     "PassKSpec",
+    "Recipes",
     "SearchSpace",
     "SlurmOptions",
     "Study",
