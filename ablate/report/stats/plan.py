@@ -263,8 +263,8 @@ def tuning_line(study: Study, cost: Cost) -> str:
     tune, arms = study.tune, sum(a.replicate_of is None for a in study.arms)
     hours = cost.fixed_seconds / cost.workers / 3600
     return (
-        f"tuning: {arms} arms × {tune.trials} trials × {len(tune.seeds)} seeds = "
-        f"{arms * tune.runs_per_arm} runs of {tune.steps} steps, {hours:.2f} h with "
+        f"tuning: {arms} arms × {tune.trials} trials × {len(tune.seeds)} seed(s) = "
+        f"{arms * tune.runs_per_arm} runs of {tune.steps} steps, {60 * hours:.1f} min with "
         f"{cost.workers} worker(s), counted in every design's hours"
     )
 
