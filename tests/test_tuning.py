@@ -169,5 +169,5 @@ def test_plan_counts_the_tuning_phase_in_every_designs_hours():
     extra = with_tuning.hours(3, 64, 2) - cost.hours(3, 64, 2)
     assert extra == pytest.approx(2 * 4 * 2 * per_run / 3600)
     assert tuning_line(study, with_tuning).startswith(
-        "tuning: 2 arms × 4 trials × 2 seeds = 16 runs"
+        "tuning: 2 arms × 4 trials × 2 seed(s) = 16 runs"
     )
