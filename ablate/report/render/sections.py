@@ -45,6 +45,8 @@ SECTIONS: tuple[Section, ...] = (
     Section("sequential", "Sequential looks"),
     Section("elicited_base", "Gains over the best-elicited base"),
     Section("controls", "Live controls: A/A, positive and graded"),
+    Section("robustness", "Do the verdicts survive the eval recipe?"),
+    Section("robustness_recipes", "Verdicts under each eval recipe"),
     Section("variance_budget", "Where the variance comes from"),
     # the curves are a headline too: before the contrasts at equal tokens
     Section("compute_curves", "Compute–performance curves"),
