@@ -298,6 +298,7 @@ def test_the_tables_registry_declares_each_table_once_in_the_reports_order(data)
     assert [s.name for s in TABLES] == [
         "headline",
         "configuration",
+        "took_effect",
         "main",
         "sequential",
         "elicited_base",
