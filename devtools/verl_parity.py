@@ -1,6 +1,6 @@
 """Cross-check ablate's losses and advantages against verl's own implementation, on identical
 random tensors: values and gradients, every surrogate and DPPO trust region × every aggregation
-both support.
+both support, and every rollout correction verl has (`verl_rollout_parity`).
 
 Not part of the test suite (verl pulls ray, vLLM and more). Run it against the verl wheel
 unpacked next to a few light dependencies; modules core_algos never calls (ray, …) are stubbed:
@@ -248,11 +248,14 @@ def main(argv: list[str] | None = None) -> int:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     ).parse_args(argv)
+    from devtools.verl_rollout_parity import check_corrections  # it imports this module
+
     verl, actor = _import_verl()
     results = [
         check_losses(verl, actor, s)
         & check_trust_regions(verl, actor, s)
         & check_advantages(verl, s)
+        & check_corrections(verl, actor, s)
         for s in (0, 1, 2)
     ]
     return 0 if all(results) else 1

@@ -298,10 +298,13 @@ def test_the_tables_registry_declares_each_table_once_in_the_reports_order(data)
     assert [s.name for s in TABLES] == [
         "headline",
         "configuration",
+        "took_effect",
         "main",
         "sequential",
         "elicited_base",
         "controls",
+        "robustness",
+        "robustness_recipes",
         "variance_budget",
         "compute_curves",
         "compute_curve_contrasts",

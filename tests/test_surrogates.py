@@ -14,7 +14,6 @@ from ablate.factors.advantages import SCALES, group_advantages
 from ablate.factors.algorithms import Algorithm
 from ablate.factors.objective import AGGREGATIONS, FACTORS, TRUST_REGIONS, policy_loss
 from ablate.factors.surrogates import SURROGATES
-from ablate.stages.shaping import ROLLOUT_CORRECTIONS
 
 SETTINGS = {
     "clip": {"clip_high": 0.28},
@@ -303,26 +302,3 @@ def test_prompt_mean_and_token_sum_hand_computed():
     assert AGGREGATIONS.get("token_sum")(loss, mask, None, None).item() == 7.0
     with pytest.raises(ValueError, match="group ids"):
         prompt_mean(loss, mask, None, None)
-
-
-# --- rollout correction -------------------------------------------------------------------------
-def test_rollout_correction_is_a_no_op_when_the_engine_log_probs_are_the_trainers():
-    logp, old, mask, adv = _batch(4)
-    for mode in ("token_truncate", "sequence_mask"):
-        w = ROLLOUT_CORRECTIONS.get(mode)(old, old.clone(), mask, 3.0)
-        assert torch.equal(w, mask)
-        plain, _ = policy_loss(logp, old, adv, mask, Algorithm())
-        weighted, _ = policy_loss(logp, old, adv, mask, Algorithm(), is_weights=w)
-        assert weighted.item() == plain.item()
-    assert ROLLOUT_CORRECTIONS.get("none")(old, old, mask, 3.0) is None
-
-
-def test_rollout_correction_hand_computed():
-    old = torch.tensor([[0.0, 0.0], [0.0, 0.0]])
-    engine = torch.tensor([[-0.5, -2.0], [-0.2, 0.0]])  # trainer/engine: e^0.5, e^2; e^0.2, 1
-    mask = torch.tensor([[1.0, 1.0], [1.0, 0.0]])
-    tok = ROLLOUT_CORRECTIONS.get("token_truncate")(old, engine, mask, 3.0)
-    torch.testing.assert_close(tok, torch.tensor([[math.exp(0.5), 3.0], [math.exp(0.2), 0.0]]))
-    seq = ROLLOUT_CORRECTIONS.get("sequence_mask")(old, engine, mask, 3.0)
-    # row 0: e^2.5 > 3 is dropped; row 1: e^0.2 weights its one token
-    torch.testing.assert_close(seq, torch.tensor([[0.0, 0.0], [math.exp(0.2), 0.0]]))

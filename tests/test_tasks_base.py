@@ -63,7 +63,7 @@ def test_adversarial_completions_return_a_verdict_within_the_limit(task_key, tem
 
 
 def test_task_names_and_unknown_names_or_options():
-    assert set(task_names()) == {"arithmetic", "countdown", "gsm8k", "math"}
+    assert set(task_names()) == {"arithmetic", "countdown", "gsm8k", "math", "selection_split"}
     with pytest.raises(ConfigError, match="arithmetic"):
         get_task("sudoku")
     with pytest.raises(ConfigError, match=r"'shuffle'.*shuffle_steps"):

@@ -282,7 +282,8 @@ class ShapedBatch:
     rewards: Tensor
     """[B] outcome minus the summed KL penalty: what group-relative advantages are taken of."""
     loss_mask: Tensor
-    """[B, T] the completion mask, less truncated completions under overlong filtering."""
+    """[B, T] the completion mask, less truncated completions under overlong filtering and the
+    tokens a rollout correction rejected (geo_rs, k3_rs, m2po)."""
     old_logp: Tensor
     """[B, T] log-probs of the sampling policy (0 on padding)."""
     ref_logp: Tensor | None

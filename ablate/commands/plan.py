@@ -35,7 +35,13 @@ def plan(
     from rich.console import Console
 
     from ablate.base.errors import ConfigError
-    from ablate.report.stats.plan import control_lines, load_pilot, make_plan, recommendation
+    from ablate.report.stats.plan import (
+        control_lines,
+        load_pilot,
+        make_plan,
+        recommendation,
+        tuning_line,
+    )
     from ablate.study.study import load_study
 
     full = load_study(study)
@@ -56,6 +62,8 @@ def plan(
     console.print(_designs_table(result, full.name))
     for label in result.untested:
         console.print(f"no pilot data (2+ seeds in both arms) for {label}: planned from the others")
+    if full.tune is not None:
+        console.print(tuning_line(full, result.cost))
     console.print(recommendation(result))
     if result.checks:
         console.print(_power_table(result.checks, result.best, "the recommended", simulate))

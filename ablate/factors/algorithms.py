@@ -38,7 +38,10 @@ LossAgg = Literal[
 ]
 Surrogate = Literal["clip", "cispo", "sapo", "gmpo", "clip_cov", "kl_cov"]
 TrustRegion = Literal["ratio_clip", "dppo_tv", "dppo_kl"]
-RolloutCorrection = Literal["none", "token_truncate", "sequence_mask"]
+RolloutCorrection = Literal[
+    "none", "token_truncate", "token_mis", "sequence_mask", "geo_rs", "k3_rs", "opsm", "m2po"
+]
+RolloutPrecision = Literal["trainer", "bf16", "fp16"]
 KLEstimator = Literal["k1", "k2", "k3"]
 KLIn = Literal["loss", "reward"]
 AdvantageName = Literal["group", "gae"]
@@ -152,9 +155,23 @@ class Algorithm:
 
     # --- off-policy correction --------------------------------------------------------------
     rollout_correction: RolloutCorrection = "none"
-    """Weight losses by trainer/engine probability: per token capped, or per sequence masked."""
+    """Engine-vs-trainer correction: TIS, MIS/IcePop, seq mask, geo/k3 rejection, OPSM, M2PO."""
     rollout_correction_cap: float = 3.0
-    """The cap of `rollout_correction`."""
+    """Upper ratio bound: TIS cap, MIS/IcePop and geo_rs band top (β), sequence_mask's cap."""
+    rollout_correction_floor: float | None = None
+    """Lower ratio bound of token_mis and geo_rs (separate from the cap); None = 1/cap."""
+    rejection_k3_max: float = 0.01
+    """k3_rs: a sequence whose mean per-token k3 KL(engine || trainer) exceeds it is rejected."""
+    opsm_delta: float = 0.5
+    """opsm: δ, the mean KL a negative-advantage sequence may have before it is masked."""
+    m2po_threshold: float = 0.04
+    """m2po: τ, the mean (log ρ)² over the batch the rejected tokens bring the rest below."""
+
+    # --- train–inference mismatch (engine settings an arm may vary) ---------------------------
+    rollout_precision: RolloutPrecision = "trainer"
+    """The engine's weights and compute: the trainer's own, or a bf16/fp16 copy (vLLM-like)."""
+    rollout_staleness: int = 0
+    """Rollouts come from the policy this many updates old (asynchronous trainers' lag k)."""
 
     # --- update schedule ------------------------------------------------------------------
     ppo_epochs: int = 1

@@ -151,6 +151,9 @@ def _range_problems(a: Any) -> list[str]:
         v = getattr(a, name)
         if not isinstance(v, int) or isinstance(v, bool) or v < 1:
             p.append(f"{name}={v!r} must be an integer >= 1")
+    k = a.rollout_staleness
+    if not isinstance(k, int) or isinstance(k, bool) or k < 0:
+        p.append(f"rollout_staleness={k!r} must be an integer >= 0 (0 = on-policy rollouts)")
     p += _overlong_buffer_problems(a.overlong_buffer) + _data_range_problems(a)
     for name in ("dynamic_sampling", "mask_truncated", "zero_variance_filter"):
         if not isinstance(getattr(a, name), bool):
@@ -166,9 +169,6 @@ def _data_range_problems(a: Any) -> list[str]:
     f = a.reward_floor
     if not finite(f) or f >= 1:
         p.append(f"reward_floor={f!r} must be a finite number below 1 (-1: the ±1 rewards)")
-    c = a.rollout_correction_cap
-    if not finite(c) or c < 1:
-        p.append(f"rollout_correction_cap={c!r} must be a number >= 1 (TRL uses 3.0)")
     return p
 
 

@@ -4,6 +4,7 @@ Frozen and keyword-only like `Algorithm`; part of `TrialSpec` and of its id."""
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -12,6 +13,68 @@ from ablate.factors.fields import Rule, listed_problems, record_problems
 #: The metric pass@1 on the selection split (`EvalSpec.selection_problems`) is logged as: the
 #: evaluation writes it, the report's best-checkpoint reading chooses a checkpoint by it.
 SELECTION_METRIC = "selection/pass_at_1"
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """One eval recipe: the prompt template, sampling temperature, token limit and decode seed
+    (0 = the trial's own eval draws) a final checkpoint is evaluated under."""
+
+    template: str
+    temperature: float
+    max_new_tokens: int
+    decode_seed: int = 0
+
+    @property
+    def label(self) -> str:
+        return (
+            f"{self.template} · T={self.temperature:g} · {self.max_new_tokens} tok · "
+            f"seed {self.decode_seed}"
+        )
+
+
+@dataclass(frozen=True, kw_only=True)
+class Recipes:
+    """Eval-recipe robustness: every final checkpoint re-evaluated (never retrained) under each
+    combination of templates × temperatures × token limits × decode seeds; an empty tuple keeps
+    the study's own value (its template, eval temperature, budget's max_new_tokens). The report
+    gives each primary contrast's verdict under every recipe and whether it survives them all."""
+
+    decode_seeds: int = 1
+    """Eval sampling seeds per recipe (seed 0: the trial's own eval draws)."""
+    templates: tuple[str, ...] = ()
+    temperatures: tuple[float, ...] = ()
+    max_new_tokens: tuple[int, ...] = ()
+
+    RULES: ClassVar[dict[str, Rule]] = {
+        "decode_seeds": Rule(low=1),
+        "temperatures": Rule(above=0),
+        "max_new_tokens": Rule(low=1),
+    }
+
+    def __post_init__(self) -> None:
+        for name in ("templates", "temperatures", "max_new_tokens"):
+            value = getattr(self, name)
+            if isinstance(value, list | range):
+                object.__setattr__(self, name, tuple(value))
+
+    def problems(self) -> list[str]:
+        return record_problems(self)
+
+    def expand(self, template: str, temperature: float, max_new_tokens: int) -> list[Recipe]:
+        """Every recipe, the study's own values where a tuple is empty, the study's own recipe
+        (at decode seed 0) first."""
+        grid = itertools.product(
+            dict.fromkeys((template, *self.templates)) if self.templates else (template,),
+            dict.fromkeys((temperature, *self.temperatures))
+            if self.temperatures
+            else (temperature,),
+            dict.fromkeys((max_new_tokens, *self.max_new_tokens))
+            if self.max_new_tokens
+            else (max_new_tokens,),
+            range(self.decode_seeds),
+        )
+        return [Recipe(*r) for r in grid]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -50,6 +113,9 @@ class EvalSpec:
     first `max_problems` (never trained on, never in the headline), logged as
     selection/pass_at_1; the report's labelled best-checkpoint reading chooses each trial's
     checkpoint there, never on the eval problems (0 = off)."""
+    robustness: Recipes | None = None
+    """Re-evaluate every final checkpoint under these eval recipes (`Recipes`); not part of a
+    trial's identity (adding it retrains nothing). None = off."""
 
     RULES: ClassVar[dict[str, Rule]] = {
         "every": Rule(low=0, note="0 = only at the start and the end"),

@@ -19,6 +19,7 @@ from ablate.base.masked import LOG_RATIO_LIMIT, masked_mean, masked_sum
 from ablate.base.registry import AlgorithmFields, FieldRule, Registry
 from ablate.factors.advantages import BASELINES, SCALES
 from ablate.factors.reward_controls import REWARD_CONTROLS
+from ablate.factors.rollout_corrections import ROLLOUT_CORRECTIONS
 from ablate.factors.surrogates import SURROGATES, clipped_surrogate
 from ablate.factors.trust_regions import TRUST_REGIONS
 
@@ -177,6 +178,7 @@ FACTORS: dict[str, Registry] = {
     "kl_estimator": KL_ESTIMATORS,
     "loss_agg": AGGREGATIONS,
     "reward_control": REWARD_CONTROLS,  # the data side's: which reward the step trains on
+    "rollout_correction": ROLLOUT_CORRECTIONS,  # the engine-vs-trainer mismatch's correction
 }
 
 

@@ -160,6 +160,92 @@ ALIASES: tuple[Alias, ...] = (
 )
 
 
+# --- rollout-correction presets: each framework's grpo plus its correction spelling -----------
+_VERL_RC = "verl 0.9.1 (PyPI wheel): trainer/config/algorithm.py (RolloutCorrectionConfig presets)"
+_TRL_RC = "trl 1.16.0 (PyPI wheel): trl/trainer/grpo_trainer.py, grpo_config.py"
+_BYPASS = (
+    "bypass mode: verl's ratio uses π_engine as π_old and rejects on π_θ/π_engine; ablate runs "
+    "decoupled (the ratio on the trainer's π_old, the correction on π_old/π_engine): equal "
+    "without mismatch and at the first update"
+)
+_REINFORCE = "loss_type='reinforce' (no clip); ablate keeps its clip (it binds only off-policy)"
+#: verl's geo_rs default "0.999_1.001" bounds exp(mean −log ρ); ablate's band is its reciprocal
+_GEO = {"rollout_correction": "geo_rs", "rollout_correction_cap": 1 / 0.999}
+_GEO["rollout_correction_floor"] = 1 / 1.001
+
+
+def _with_correction(
+    framework: str, name: str, source: str, fields: dict, approximate: tuple[str, ...] = ()
+) -> Alias:
+    base = next(a for a in ALIASES if a.spelling == f"grpo@{framework}")
+    return Alias(
+        framework,
+        name,
+        source,
+        {**base.fields, **fields},
+        (*base.approximate, *approximate),
+        base.unchecked,
+    )
+
+
+CORRECTION_ALIASES: tuple[Alias, ...] = (
+    _with_correction("verl", "bypass_ppo_clip", _VERL_RC, {}, (_BYPASS,)),
+    _with_correction("verl", "bypass_ppo_clip_geo_rs", _VERL_RC, _GEO, (_BYPASS,)),
+    _with_correction(
+        "verl",
+        "bypass_ppo_clip_k3_rs",
+        _VERL_RC,
+        {"rollout_correction": "k3_rs", "rejection_k3_max": 0.01},
+        (_BYPASS,),
+    ),
+    _with_correction("verl", "bypass_pg_geo_rs", _VERL_RC, _GEO, (_BYPASS, _REINFORCE)),
+    _with_correction(
+        "verl",
+        "bypass_pg_token_icepop",
+        _VERL_RC,
+        {
+            "rollout_correction": "token_mis",
+            "rollout_correction_cap": 5.0,
+            "rollout_correction_floor": 0.5,
+        },
+        (_BYPASS, _REINFORCE),
+    ),
+    _with_correction(
+        "verl",
+        "decoupled_token_is",
+        _VERL_RC,
+        {"rollout_correction": "token_truncate", "rollout_correction_cap": 2.0},
+    ),
+    _with_correction("verl", "decoupled_geo_rs", _VERL_RC, _GEO),
+    _with_correction(
+        "verl",
+        "decoupled_k3_rs",
+        _VERL_RC,
+        {"rollout_correction": "k3_rs", "rejection_k3_max": 0.01},
+    ),
+    *(
+        _with_correction("trl", mode, _TRL_RC, {"rollout_correction": level, **extra}, notes)
+        for mode, level, extra, notes in (
+            ("token_truncate", "token_truncate", {}, ()),
+            ("sequence_mask", "sequence_mask", {}, ()),
+            (
+                "token_mask",
+                "token_mis",
+                {"rollout_correction_floor": 1e-10},
+                ("vllm_importance_sampling_clip_min=None: a floor below e^-20 never masks",),
+            ),
+            (
+                "off_policy_mask_threshold",
+                "opsm",
+                {},
+                ("TRL also applies its IS correction (sequence_mask by default) with OPSM",),
+            ),
+        )
+    ),
+)
+ALIASES = (*ALIASES, *CORRECTION_ALIASES)
+
+
 def aliases() -> dict[str, Alias]:
     """Every alias by its spelling, e.g. "grpo@nemo_rl"."""
     return {a.spelling: a for a in ALIASES}
@@ -182,7 +268,8 @@ def rows() -> list[tuple[str, ...]]:
     for a in ALIASES:
         algo = a.algorithm
         unread = inert_fields(algo)
-        shown = [n for n in FACTOR_FIELDS if n not in unread]
+        extra = [n for n in a.fields if n not in FACTOR_FIELDS]  # a correction preset's
+        shown = [n for n in (*FACTOR_FIELDS, *extra) if n not in unread]
         vector = ", ".join(
             f"{n}={getattr(algo, n)!r}" + ("?" if n in a.unchecked else "") for n in shown
         )

@@ -151,6 +151,11 @@ NUMERIC_CLASSES: dict[str, tuple[tuple[str, ValueTest], ...]] = {
     "ratio_cap": OPTIONAL,
     "reward_floor": (("0", _zero), ("other", _any)),
     "rollout_correction_cap": ANY,
+    "rollout_correction_floor": OPTIONAL,
+    "rejection_k3_max": ANY,
+    "opsm_delta": ANY,
+    "m2po_threshold": ANY,
+    "rollout_staleness": (("0", _zero), ("above 0", _any)),
     "ppo_epochs": ANY,
     "minibatches": (("1", lambda v, a: v == 1), ("above 1", _any)),
 }

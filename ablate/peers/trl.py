@@ -11,6 +11,7 @@ surrogate.
 
 from __future__ import annotations
 
+from ablate.factors.rollout_corrections import lower_bound
 from ablate.peers.model import SELF, Expr, Table, approx, cannot, exact, moot, one
 
 NAME = "TRL"
@@ -295,9 +296,40 @@ TABLE: Table = {
             )
         ),
         "token_truncate": one(_is_correction("token_truncate")),
+        "token_mis": one(_is_correction("token_mask")),
         "sequence_mask": one(_is_correction("sequence_mask")),
+        "geo_rs": one(cannot("TRL has no geometric-mean sequence rejection")),
+        "k3_rs": one(cannot("TRL has no k3 sequence rejection")),
+        "opsm": one(
+            approx(
+                {"vllm_importance_sampling_correction": False},
+                "TRL takes OPSM's KL against π_θ at each update (ablate: before the updates, "
+                "equal at the first) and from the engine's log-probs only with use_vllm=True",
+            )
+        ),
+        "m2po": one(cannot("TRL has no M2PO second-moment mask")),
     },
     "rollout_correction_cap": {"any": one(exact({"vllm_importance_sampling_clip_max": SELF}))},
+    "rollout_correction_floor": {
+        "None": one(
+            exact({"vllm_importance_sampling_clip_min": Expr("1/cap", lambda a, b: lower_bound(a))})
+        ),
+        "a number": one(exact({"vllm_importance_sampling_clip_min": SELF})),
+    },
+    "opsm_delta": {"any": one(exact({"off_policy_mask_threshold": SELF}))},
+    "rollout_precision": {
+        "trainer": one(exact()),
+        **{
+            p: one(cannot("ablate's CPU stand-in: TRL sets the rollout engine's own dtype"))
+            for p in ("bf16", "fp16")
+        },
+    },
+    "rollout_staleness": {
+        "0": one(exact()),
+        "above 0": one(
+            cannot("TRL's GRPOTrainer samples from the current policy (no lag setting)")
+        ),
+    },
     "ppo_epochs": {"any": one(exact({"num_iterations": SELF}))},
     "minibatches": {
         "1": one(exact({"steps_per_generation": SELF})),

@@ -1,24 +1,19 @@
 """The step's data-side factors, from a verified batch to what the estimator and the update read:
-the soft overlong punishment, the KL penalty in the reward, the truncation mask and the
-rollout-correction weights. `shape` applies them in that order; every factor is a pure tensor
-function. (Dynamic sampling's group filter samples again to refill, so it lives with sampling in
-`batch`.)
+the soft overlong punishment, the KL penalty in the reward and the truncation mask. `shape`
+applies them in that order; every factor is a pure tensor function. (Dynamic sampling's group
+filter samples again to refill, so it lives with sampling in `batch`; the rollout correction
+reads the advantages, so it runs after the estimator, in `offpolicy`.)
 """
 
 from __future__ import annotations
-
-from collections.abc import Callable
 
 import torch
 from torch import Tensor
 
 from ablate.base.records import ScoredBatch, ShapedBatch
-from ablate.base.registry import Registry
 from ablate.factors.algorithms import Algorithm
-from ablate.factors.objective import KL_ESTIMATORS, masked_mean, masked_sum
-
-#: exp() of a log-ratio beyond ±20 overflows float32 products; the cap binds long before.
-LOG_LIMIT = 20.0
+from ablate.factors.objective import KL_ESTIMATORS, masked_sum
+from ablate.factors.rollout_corrections import ROLLOUT_CORRECTIONS as ROLLOUT_CORRECTIONS
 
 
 def shape(
@@ -49,10 +44,6 @@ def shape(
     if algo.mask_truncated:
         loss_mask = mask_truncated(loss_mask, r.truncated)
     metrics["reward/shaped_mean"] = rewards.mean().item()
-    correct = ROLLOUT_CORRECTIONS.get(algo.rollout_correction)
-    is_weights = correct(old_logp, r.logprobs, r.completion_mask, algo.rollout_correction_cap)
-    if is_weights is not None:
-        metrics.update(rollout_correction_metrics(old_logp, r.logprobs, is_weights, loss_mask))
     return ShapedBatch(
         rollouts=r,
         outcome=outcome,
@@ -61,7 +52,6 @@ def shape(
         loss_mask=loss_mask,
         old_logp=old_logp,
         ref_logp=ref_logp if algo.kl_in == "loss" else None,
-        is_weights=is_weights,
         metrics=metrics,
     )
 
@@ -89,46 +79,3 @@ def soft_overlong_penalty(lengths: Tensor, max_len: int, buffer: int, penalty: f
     expected = max_len - buffer
     excess = (lengths.float() - expected).clamp(min=0.0)
     return -penalty * (excess / buffer).clamp(max=1.0)
-
-
-# --- off-policy correction: the engine samples, the trainer's old policy is what the ratio uses.
-# trainer log-probs, engine log-probs, mask [B, T], cap -> weights [B, T] (detached) or None
-CorrectionFn = Callable[[Tensor, Tensor, Tensor, float], "Tensor | None"]
-ROLLOUT_CORRECTIONS: Registry[CorrectionFn] = Registry("rollout correction")
-
-
-@ROLLOUT_CORRECTIONS.register("none")
-def no_correction(old_logp: Tensor, engine_logp: Tensor, mask: Tensor, cap: float) -> None:
-    return None
-
-
-@ROLLOUT_CORRECTIONS.register("token_truncate")
-def token_truncate(old_logp: Tensor, engine_logp: Tensor, mask: Tensor, cap: float) -> Tensor:
-    # Truncated importance sampling (Yao et al. 2025, "Your efficient RL framework secretly
-    # brings you off-policy RL"; TRL token_truncate, verl rollout_is="token"): min(π_old/π_engine,
-    # cap) per token. Identical log-probs give weight 1 exactly.
-    diff = ((old_logp - engine_logp) * mask).clamp(-LOG_LIMIT, LOG_LIMIT)
-    return torch.exp(diff).clamp(max=cap) * mask
-
-
-@ROLLOUT_CORRECTIONS.register("sequence_mask")
-def sequence_mask(old_logp: Tensor, engine_logp: Tensor, mask: Tensor, cap: float) -> Tensor:
-    # TRL's sequence_mask: the sequence's ratio Π π_old/π_engine weights all its tokens, and a
-    # sequence whose ratio exceeds the cap is dropped (weight 0) rather than truncated.
-    seq = masked_sum(old_logp - engine_logp, mask, -1).clamp(-LOG_LIMIT, LOG_LIMIT)  # [B]
-    ratio = torch.exp(seq)
-    ratio = torch.where(ratio > cap, torch.zeros_like(ratio), ratio)
-    return ratio.unsqueeze(-1) * mask
-
-
-def rollout_correction_metrics(
-    old_logp: Tensor, engine_logp: Tensor, weights: Tensor, loss_mask: Tensor
-) -> dict[str, float]:
-    mask = loss_mask
-    rows = mask.sum(-1) > 0
-    dropped = (weights.sum(-1) == 0) & rows
-    return {
-        "offpolicy/is_weight_mean": masked_mean(weights, mask).item(),
-        "offpolicy/log_ratio_abs_mean": masked_mean((old_logp - engine_logp).abs(), mask).item(),
-        "offpolicy/dropped_seq_frac": (dropped.sum() / rows.sum().clamp(min=1)).item(),
-    }

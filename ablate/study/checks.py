@@ -64,6 +64,7 @@ def study_problems(study: Study) -> list[str]:
         _passk_problems,
         _launch_problems,
         _search_problems,
+        _tune_problems,
         replicate_problems,
         finding_problems,
         design_problems,
@@ -249,4 +250,20 @@ def _search_problems(study: Study) -> list[str]:
             out.append(f"search: {name!r} is not a field of {dim.target}")
         if dim.choices is None and (dim.low is None or dim.high is None or dim.low >= dim.high):
             out.append(f"search: {name!r} needs choices or low < high")
+    return out
+
+
+def _tune_problems(study: Study) -> list[str]:
+    """The tuning's and the eval recipes' declarations (`TuneSpec`, `Recipes`)."""
+    from ablate.tasks.templates import template_names
+
+    out = [] if study.tune is None else study.tune.problems()
+    recipes = getattr(study.eval, "robustness", None)
+    if recipes is not None and isinstance(recipes.templates, tuple):
+        valid = template_names()
+        out += [
+            f"eval.robustness: unknown template {t!r}; valid: {', '.join(valid)}"
+            for t in recipes.templates
+            if t not in valid
+        ]
     return out

@@ -23,10 +23,13 @@ def with_weights(trials: Sequence[Trial], hashes: Mapping[str, str]) -> list[Tri
 
 
 def identified_trials(
-    study: Study, hash_weights: Callable[[str], str] = weights_hash
+    study: Study,
+    hash_weights: Callable[[str], str] = weights_hash,
+    chosen: Mapping[str, Mapping[str, object]] | None = None,
 ) -> list[Trial]:
-    """The study's trials with each base model's weights hash, each model hashed once;
-    ConfigError when a model's name or folder is unknown or holds no weights."""
-    trials = study.trials()
+    """The study's trials with each base model's weights hash, each model hashed once, at each
+    tuned arm's `chosen` values; ConfigError when a model's name or folder is unknown or holds
+    no weights."""
+    trials = study.trials(chosen)
     hashes = {m: hash_weights(m) for m in dict.fromkeys(t.spec.model for t in trials)}
     return with_weights(trials, hashes)

@@ -30,6 +30,8 @@ from ablate.study.trial_run import (
     study_tags,
     trial_outcome,
 )
+from ablate.study.tune_phase import tune_arms
+from ablate.study.tuning import retuned
 
 __all__ = [
     "LEASED_ELSEWHERE",
@@ -80,9 +82,11 @@ def run_study(
         parent = store.open_study(study.name)
     with store_errors(store), _parent_closed_on_error(parent):
         parent.set_tags({**study_tags(study), **tracking.environment_tags()})
-        parent.mark_plan({t.id for t in trials})  # views and summaries: this plan's runs only
         if study.passk is not None:
             base_phases(study, paths, parent, hooks)
+        if study.tune is not None:  # the trials train at each arm's chosen setting
+            trials = retuned(trials, tune_arms(study, trials, paths["root"], uri, hooks))
+        parent.mark_plan({t.id for t in trials})  # views and summaries: this plan's runs only
         notify(hooks.on_phase, "trials")
         statuses = parent.trial_status()
         chosen = [t for t in trials if select is None or select(t)]
@@ -100,6 +104,10 @@ def run_study(
             done = run_parallel(study, todo, uri, paths["study"], workers, hooks)
         if done is None:  # submitted and detached: the last array task closes the parent
             return skipped
+        if study.eval.robustness is not None:  # the final checkpoints under every eval recipe
+            from ablate.study.recipe_phase import evaluate_recipes
+
+            evaluate_recipes(study, trials, paths["study"], uri, hooks)
         _close_parent(parent, done)
     return skipped + done
 

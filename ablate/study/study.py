@@ -8,6 +8,7 @@ problem at once — as `StudyError`, before any compute or results-store write.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import itertools
 import re
@@ -19,7 +20,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from ablate.base.errors import AblateError, StudyError, StudyWarning, keyword_hint
-from ablate.factors.eval_spec import CurveSpec, EvalSpec
+from ablate.factors.eval_spec import CurveSpec, EvalSpec, Recipes
 from ablate.factors.fields import Rule, shown
 from ablate.factors.finding import Finding
 from ablate.factors.spec import Budget, Engine, Optim, TrialSpec
@@ -28,6 +29,7 @@ from ablate.launch.slurm_options import SlurmOptions
 from ablate.study.arms import Arm, arm, full_factorial, one_at_a_time, path
 from ablate.study.checks import study_problems, study_warnings
 from ablate.study.controls import Control, normalized
+from ablate.study.tuning import TuneSpec, linear_range, log_range, retuned
 
 __all__ = [
     "Arm",
@@ -40,13 +42,17 @@ __all__ = [
     "Launch",
     "Optim",
     "PassKSpec",
+    "Recipes",
     "SearchSpace",
     "SlurmOptions",
     "Study",
     "Trial",
+    "TuneSpec",
     "arm",
     "full_factorial",
+    "linear_range",
     "load_study",
+    "log_range",
     "one_at_a_time",
     "path",
 ]
@@ -193,6 +199,9 @@ class Study:
     """Fit compute–performance curves in the report (set `eval`'s compute cadence with it)."""
     findings: Sequence[Finding] = ()
     """A paper's findings this study tests (`ablate report` tests them on its results)."""
+    tune: TuneSpec | None = None
+    """Tune every arm at an equal budget on a selection split before its trials (`TuneSpec`);
+    None = every arm at the study's shared setting."""
     launch: Launch | None = None
     """Where `ablate run` trains the trials unless its options say otherwise: None = locally;
     `Launch(launcher="slurm", options=SlurmOptions(...))` = one Slurm job array."""
@@ -246,7 +255,12 @@ class Study:
                 out[cell] = None
         return list(out)
 
-    def trials(self) -> list[Trial]:
+    def trials(self, chosen: Mapping[str, Mapping[str, Any]] | None = None) -> list[Trial]:
+        """The expanded trials; `chosen`: arm -> its tuned values (`ablate.study.tune_phase`),
+        applied to its trials (an arm not in it keeps the study's setting)."""
+        return retuned(self._trials(), chosen or {})
+
+    def _trials(self) -> list[Trial]:
         algos = {a.name: a.algorithm for a in self.arms}
         replicates = {a.name for a in self.arms if a.replicate_of}
         return [
@@ -261,7 +275,7 @@ class Study:
                     seed=seed,
                     budget=self.budget,
                     optim=self.optim,
-                    eval=self.eval,
+                    eval=dataclasses.replace(self.eval, robustness=None),  # not identity
                     checkpoint_every=self.checkpoint_every,
                     study=self.name,
                     engine=self.engine,

@@ -96,11 +96,22 @@ def trial_tags(study: Study, trial: Trial) -> dict[str, str]:
 
 
 def run_trial(
-    study: Study, trial: Trial, uri: str, study_dir: Path, hooks: RunHooks, index: int, total: int
+    study: Study,
+    trial: Trial,
+    uri: str,
+    study_dir: Path,
+    hooks: RunHooks,
+    index: int,
+    total: int,
+    *,
+    experiment: str | None = None,
+    tags: dict[str, str] | None = None,
 ) -> TrialOutcome:
     """Train one trial into its run of the store at `uri`, under the trial's lease. A trial
     another runner holds is skipped; a failure of the trial is recorded, never raised; a results
-    store that cannot be written stops the study (`StoreError`), leaving the trial to resume."""
+    store that cannot be written stops the study (`StoreError`), leaving the trial to resume.
+    `experiment`: where the study's parent run lives, if not in its own name's (a study's
+    tuning trials live in the study's); `tags`: added to the run's."""
 
     store = tracking.open_store(uri)
     leases = tracking.leases_of(store, Path(study_dir).parent)
@@ -111,24 +122,26 @@ def run_trial(
         out = trial_outcome(trial, "skipped", f"{LEASED_ELSEWHERE} ({holder})")
     else:
         try:
-            out = _run_leased(study, trial, store, study_dir, hooks, (index, total), lease)
+            where = (experiment, tags or {})
+            out = _run_leased(study, trial, store, study_dir, hooks, (index, total), lease, where)
         finally:
             lease.release()
     notify(hooks.on_trial_end, out)
     return out
 
 
-def _run_leased(study, trial, store, study_dir, hooks, position, lease) -> TrialOutcome:
+def _run_leased(study, trial, store, study_dir, hooks, position, lease, where) -> TrialOutcome:
     from ablate.trial import train
 
     notify(hooks.on_trial_start, trial, *position)
     s = trial.spec
+    experiment, extra_tags = where
     try:
-        parent = store.open_study(study.name)
+        parent = store.open_study(study.name, experiment=experiment)
         if parent.trial_status().get(trial.id) == "FINISHED":  # by another runner, just now
             return trial_outcome(trial, "skipped", "already FINISHED")
         run_name = f"{trial.arm} | {s.model} | {s.template} | seed {s.seed}"
-        tags = trial_tags(study, trial)
+        tags = {**trial_tags(study, trial), **extra_tags}
         tracker = parent.trial_tracker(trial.id, run_name=run_name, tags=tags, guard=lease.check)
         tracker.log_dict(trial.spec.as_dict(), "config.json")
     except Exception as exc:

@@ -1,4 +1,5 @@
-"""One RL step, top to bottom: sample → forward → shape → estimate → update → account → log.
+"""One RL step, top to bottom: sample → forward → shape → estimate → correct → update → account →
+log.
 
 Each stage is one call that returns a record (`ablate.base.records`); the step reads its compute and
 its metrics from those records and never re-enters a stage. The one call back up is the engine's
@@ -18,6 +19,7 @@ from ablate.stages import diagnostics as diag
 from ablate.stages.batch import PromptStream, collect_batch
 from ablate.stages.compute import step_compute
 from ablate.stages.forward import frozen_pass
+from ablate.stages.offpolicy import correct
 from ablate.stages.shaping import shape
 from ablate.stages.update import run_updates
 from ablate.trial.setup import Setup, TrainState
@@ -69,6 +71,7 @@ def learn(s: Setup, batch: ScoredBatch, step: int) -> Learned:
     estimate = s.estimator.estimate(shaped, frozen.readout)
     if not torch.isfinite(estimate.advantages).all():
         raise DivergedError(step, "advantages (non-finite rewards)")
+    shaped = correct(shaped, estimate.advantages, algo, staleness=algo.rollout_staleness)
     update = run_updates(s.learner, shaped, estimate, s.update_config, step)
     s.engine.sync_weights(s.model)
     return Learned(frozen, shaped, estimate, update)

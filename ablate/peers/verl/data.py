@@ -3,6 +3,7 @@ controls, rollout correction) and update-schedule fields of `Algorithm` (in fiel
 
 from __future__ import annotations
 
+from ablate.factors.rollout_corrections import lower_bound
 from ablate.peers.model import SELF, Expr, Table, approx, cannot, exact, one
 from ablate.peers.verl.keys import (
     ALG,
@@ -13,7 +14,17 @@ from ablate.peers.verl.keys import (
     correction,
     k_note,
     mini_batch,
+    rejection,
 )
+
+
+def _icepop_band(a, b) -> str:
+    return f"{lower_bound(a):.12g}_{a.rollout_correction_cap:.12g}"
+
+
+def _geo_band(a, b) -> str:
+    return f"{1 / a.rollout_correction_cap:.12g}_{1 / lower_bound(a):.12g}"  # 0.999, not 0.99899…
+
 
 DATA: Table = {
     "kl_coef": {
@@ -118,12 +129,27 @@ DATA: Table = {
     "rollout_correction": {
         "none": one(exact({RC + "rollout_is": None, RC + "rollout_rs": None})),
         "token_truncate": one(correction("token")),
+        "token_mis": one(correction("token")),
         "sequence_mask": one(correction("sequence")),
+        "geo_rs": one(rejection("seq_mean_k1")),
+        "k3_rs": one(rejection("seq_mean_k3")),
+        "opsm": one(cannot("verl 0.9.1 has no off-policy sequence masking (DeepSeek-V3.2 OPSM)")),
+        "m2po": one(cannot("verl 0.9.1 has no M2PO second-moment mask (AReaL m2_threshold)")),
     },
     "rollout_correction_cap": {
         "any": one(
             exact(
                 {RC + "rollout_is_threshold": SELF}, when={"rollout_correction": "token_truncate"}
+            ),
+            exact(
+                {RC + "rollout_is_threshold": Expr("<floor>_<cap>", _icepop_band)},
+                "IcePop bounds: weights outside [floor, cap] are zeroed",
+                when={"rollout_correction": "token_mis"},
+            ),
+            exact(
+                {RC + "rollout_rs_threshold": Expr("<1/cap>_<1/floor>", _geo_band)},
+                "verl bounds exp(mean −log ρ): ablate's band [floor, cap] inverted",
+                when={"rollout_correction": "geo_rs"},
             ),
             exact(
                 {
@@ -134,6 +160,26 @@ DATA: Table = {
                 "IcePop bounds: weights above the cap are zeroed; the floor never masks",
             ),
         )
+    },
+    "rollout_correction_floor": {
+        "None": one(exact(note="1/cap, in the threshold the cap sets")),
+        "a number": one(exact(note="in the threshold the cap sets")),
+    },
+    "rejection_k3_max": {"any": one(exact({RC + "rollout_rs_threshold": SELF}))},
+    "rollout_precision": {
+        "trainer": one(exact()),
+        **{
+            p: one(cannot("ablate's CPU stand-in: verl sets the rollout engine's own dtype"))
+            for p in ("bf16", "fp16")
+        },
+    },
+    "rollout_staleness": {
+        "0": one(exact()),
+        "above 0": one(
+            cannot(
+                "verl 0.9.1's PPO trainer is synchronous (its async recipes are other entry points)"
+            )
+        ),
     },
     "ppo_epochs": {"any": one(exact({A + "ppo_epochs": SELF}))},
     "minibatches": {

@@ -43,6 +43,17 @@ def correction(level: str):
     )
 
 
+def rejection(option: str):
+    return exact(
+        {
+            RC + "rollout_is": None,
+            RC + "rollout_rs": option,
+            "actor_rollout_ref.rollout.calculate_log_probs": True,
+        },
+        "decoupled mode: the rejected tokens leave response_mask",
+    )
+
+
 GROUP_NOTE = "verl's grpo estimator"
 PER_MICRO_BATCH = (
     "verl takes the covariance and picks cov_fraction of the tokens per micro-batch on each GPU; "

@@ -28,6 +28,7 @@ import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
@@ -39,6 +40,8 @@ from ablate.factors.eval_spec import CurveSpec, EvalSpec
 from ablate.factors.spec import Budget, Optim
 from ablate.study.identity import identified_trials
 from ablate.study.study import Study
+from ablate.study.tuning import FILE as TUNING_FILE
+from ablate.study.tuning import RECIPES_FILE, TuneSpec, chosen_values, shared_setting
 from ablate.tracking import RunTable, StudyStore
 
 KEYS = ["trial_id", "arm", "model", "template", "seed"]
@@ -73,6 +76,19 @@ class StudyData:
     budget: Budget | None = None  # the trials' training budget, for the report's opening
     optim: Optim | None = None
     eval_spec: EvalSpec | None = None
+    tune: TuneSpec | None = None  # the declared per-arm tuning (None: one shared setting)
+    tuning: pd.DataFrame = field(default_factory=pd.DataFrame)
+    """Every tuning trial's setting and score (`ablate.study.tune_phase.COLUMNS`)."""
+    recipes: pd.DataFrame = field(default_factory=pd.DataFrame)
+    """Per-problem pass rates of the final checkpoints under each eval recipe
+    (`ablate.study.recipe_phase.COLUMNS`); empty without `EvalSpec.robustness`."""
+    shared: Mapping[str, Any] = field(default_factory=dict)
+    """The study's own values of the tuned params (an untuned arm's setting)."""
+
+    def chosen(self) -> dict[str, dict[str, float]]:
+        """arm -> its tuned values (an A/A replicate: its twin's); empty without tuning."""
+        picked = chosen_values(self.tuning)
+        return picked | {a: picked[t] for a, t in self.replicates.items() if t in picked}
 
     @property
     def margin(self) -> float | None:
@@ -122,11 +138,12 @@ def _algorithm_from(values: dict) -> Algorithm:
         return Algorithm(**clean)
 
 
-def planned_trials(study: Study) -> pd.DataFrame:
-    """The study's expanded grid with each arm's algorithm fields (`algo.*`)."""
+def planned_trials(study: Study, chosen: Mapping[str, Any] | None = None) -> pd.DataFrame:
+    """The study's expanded grid with each arm's algorithm fields (`algo.*`), at each tuned
+    arm's `chosen` values."""
     algos = {a.name: dataclasses.asdict(a.algorithm) for a in study.arms}
     rows = []
-    for t in _identified(study):
+    for t in _identified(study, chosen):
         row = dict(trial_id=t.id, arm=t.arm, model=t.spec.model, template=t.spec.template)
         row["seed"], row["model_weights"] = t.spec.seed, t.spec.model_weights
         row.update({f"algo.{k}": v for k, v in algos[t.arm].items()})
@@ -134,13 +151,13 @@ def planned_trials(study: Study) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def _identified(study: Study) -> list:
+def _identified(study: Study, chosen: Mapping[str, Any] | None = None) -> list:
     """Trials with their base models' weights hashes (as the runner ids them); without them
     when a model folder is gone (runs are then matched by cell)."""
     try:
-        return identified_trials(study)
+        return identified_trials(study, chosen=chosen)
     except AblateError:
-        return study.trials()
+        return study.trials(chosen)
 
 
 def _other_weights(trial: pd.Series, run: pd.Series) -> bool:
@@ -285,7 +302,10 @@ def load_study_data(
     results_dir = Path(results_dir)
     store = tracking.open_store(tracking_uri or tracking.default_uri(results_dir))
     runs = store.runs(study.name).one_per_trial()  # a trial restarted into a new run: one
-    trials = trial_table(planned_trials(study), runs.runs)
+    tuning = read_passk(results_dir, study.name, TUNING_FILE) if study.tune else pd.DataFrame()
+    chosen = chosen_values(tuning)
+    chosen |= {a.name: chosen[a.replicate_of] for a in study.arms if a.replicate_of in chosen}
+    trials = trial_table(planned_trials(study, chosen), runs.runs)
     build = {
         "history": lambda: load_history(store, trials, runs),
         "samples": lambda: load_samples(store, trials),
@@ -318,4 +338,14 @@ def load_study_data(
         budget=study.budget,
         optim=study.optim,
         eval_spec=study.eval,
+        tune=study.tune,
+        tuning=tuning,
+        recipes=read_passk(results_dir, study.name, RECIPES_FILE),
+        shared=_shared(study),
     )
+
+
+def _shared(study: Study) -> dict[str, Any]:
+    """The study's own values of the params its `tune` (or nothing) names."""
+    names = list(study.tune.params) if study.tune else ["lr"]
+    return shared_setting(study.optim, study.arm(study.reference_arm).algorithm, names)

@@ -9,7 +9,7 @@ import numpy as np
 
 from ablate.report.data.load import StudyData
 from ablate.report.data.table import Table, TableSpec
-from ablate.report.stats import crossed
+from ablate.report.stats import crossed, recipes
 from ablate.report.stats import measures as m
 from ablate.report.stats import problems as pr
 from ablate.report.stats.design import variance_budget
@@ -49,10 +49,19 @@ def budget_rows(data: StudyData) -> list[dict]:
                 "training SD": _sd(b.training),
                 "eval share": b.eval_share if np.isfinite(b.eval_share) else None,
                 "problem-sampling SE": _sd(float(c.problem_var) / c.problems),
+                **_recipe_cell(data, cell),
                 "read as": _advice(b.eval_share),
             }
         )
     return rows
+
+
+def _recipe_cell(data: StudyData, cell: tuple[str, str, str]) -> dict:
+    """The recipe term (eval-recipe robustness declared): SD over recipes of the arm's pass@1."""
+    if not len(data.recipes):
+        return {}
+    sd = recipes.recipe_sd(data, *cell)
+    return {"eval-recipe SD": sd if np.isfinite(sd) else None}
 
 
 def budget_table(data: StudyData) -> Table:
@@ -63,7 +72,9 @@ def budget_table(data: StudyData) -> Table:
         "and training noise (the rest: each seed's trajectory); eval share = eval noise / total "
         "variance. Problem-sampling SE = the standard error of the arm's mean from which "
         f"problems were drawn (σ_problem / √J). Eval share above {EVAL_HEAVY:g}: a bigger eval "
-        "narrows the intervals more cheaply than seeds (`ablate plan` prices the designs)."
+        "narrows the intervals more cheaply than seeds (`ablate plan` prices the designs). "
+        "Eval-recipe SD (with declared eval recipes): the SD over recipes of the arm's mean "
+        "pass@1, a term no seed or problem count removes."
     )
     return Table(caption, budget_rows(data))
 

@@ -29,14 +29,43 @@ def config_table(data: StudyData) -> Table:
                 "KL": confounds.kl_setting(algo),
                 "dynamic sampling": "yes" if algo.dynamic_sampling else "no",
                 "gen. tokens / step": round(float(tokens.mean()), 1) if len(tokens) else None,
+                **_tuning_cells(arm, data),
             }
         )
     caption = (
         f"Arms against the reference `{ref_name}`: the fields each arm changes (every one is a "
         "possible cause of its contrast), its update schedule, KL term, dynamic sampling, and "
-        "measured generated tokens per RL step (mean over its trials, discarded samples included)."
+        "measured generated tokens per RL step (mean over its trials, discarded samples included); "
+        f"its tuning budget and the setting its trials train at ({setting_text(data)})."
     )
     return Table(caption, rows)
+
+
+def setting_text(data: StudyData) -> str:
+    """How the arms' settings were set: 'tuned per arm, N trials each' or 'shared setting'."""
+    if data.tune is None:
+        return f"shared setting ({values_text(data.shared)})"
+    t = data.tune
+    return (
+        f"tuned per arm, {t.trials} trials each ({', '.join(t.params)}; {t.describe()}, "
+        "chosen by selection pass@1)"
+    )
+
+
+def values_text(values) -> str:
+    return ", ".join(
+        f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}" for k, v in values.items()
+    )
+
+
+def _tuning_cells(arm: str, data: StudyData) -> dict[str, str]:
+    """The arm's tuning budget and the setting its trials train at."""
+    if data.tune is None:
+        return {"tuning": "none (shared)", "setting": values_text(data.shared)}
+    chosen = data.chosen()
+    twin = data.replicates.get(arm)
+    budget = f"its twin's ({twin})" if twin else f"{data.tune.trials} × {len(data.tune.seeds)} runs"
+    return {"tuning": budget, "setting": values_text(chosen[arm]) if arm in chosen else "–"}
 
 
 def _diff_text(arm: str, algo, diff: list[str], data: StudyData) -> str:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from ablate.report.data.load import StudyData
 from ablate.report.data.table import SIGNIFICANT, Table, TableSpec
-from ablate.report.render import formats, latex
+from ablate.report.render import configuration, formats, latex
 from ablate.report.stats import contrasts as cx
 
 
@@ -49,7 +49,8 @@ def headline_table(data: StudyData) -> Table:
         f"Δ eval pass@1 {at}, arm − reference ({data.reference_arm}){where}, paired by seed "
         f"[95% interval]; p Holm-adjusted over the family's {family} tests; verdict: different "
         f"(Holm p < 0.05), equivalent (90% interval inside {margin}) or inconclusive. The "
-        f"appendix's full table of {full} gives each arm's pass@1, seeds and power."
+        f"appendix's full table of {full} gives each arm's pass@1, seeds and power. Setting: "
+        f"{configuration.setting_text(data)}."
     )
     marks = {"*": "verdict different"}
     return Table(caption, headline_rows(data), marks, contrast_column="Δ pass@1")

@@ -40,10 +40,13 @@ SECTIONS: tuple[Section, ...] = (
     Section("forest_plot", "Every contrast, with its interval and verdict", FIGURE, FIRST_SCREEN),
     Section("headline", "Effects at a glance", screen=FIRST_SCREEN),
     Section("configuration", "Arms and what they change"),
+    Section("took_effect", "Did each factor take effect?"),
     Section("main", "Final pass@1 and every contrast to the reference"),
     Section("sequential", "Sequential looks"),
     Section("elicited_base", "Gains over the best-elicited base"),
     Section("controls", "Live controls: A/A, positive and graded"),
+    Section("robustness", "Do the verdicts survive the eval recipe?"),
+    Section("robustness_recipes", "Verdicts under each eval recipe"),
     Section("variance_budget", "Where the variance comes from"),
     # the curves are a headline too: before the contrasts at equal tokens
     Section("compute_curves", "Compute–performance curves"),

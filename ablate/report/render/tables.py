@@ -24,8 +24,10 @@ from ablate.report.render import (
     elicited,
     headline,
     paper,
+    robustness,
     secondary,
     survival,
+    took_effect,
 )
 from ablate.report.render.sections import (
     FINDING_GROUPS,
@@ -55,8 +57,10 @@ def _registry(*declared: tuple[TableSpec, ...]) -> tuple[TableSpec, ...]:
 TABLES = _registry(
     paper.TABLES,
     configuration.TABLES,
+    took_effect.TABLES,
     headline.TABLES,
     budget.TABLES,
+    robustness.TABLES,
     elicited.TABLES,
     checkpoints.TABLES,
     survival.TABLES,

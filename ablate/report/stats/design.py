@@ -231,6 +231,8 @@ class Cost:
     trials_per_seed: int
     fixed_trials: int = 0
     workers: int = 1
+    fixed_seconds: float = 0.0
+    """Seconds spent whatever the design: the arms' tuning (`ablate.study.tuning`)."""
 
     def trial_seconds(self, problems, samples):
         """One trial's seconds at J problems × K samples per eval (arrays broadcast)."""
@@ -239,7 +241,8 @@ class Cost:
     def hours(self, n, problems, samples) -> np.ndarray:
         n, J, K = (np.asarray(x, dtype=float) for x in (n, problems, samples))
         trial = self.trial_seconds(J, K)
-        return (self.trials_per_seed * n + self.fixed_trials) * trial / self.workers / 3600
+        seconds = (self.trials_per_seed * n + self.fixed_trials) * trial + self.fixed_seconds
+        return seconds / self.workers / 3600
 
 
 @dataclass(frozen=True)

@@ -155,8 +155,26 @@ class Plan:
     own_checks: list[PowerCheck] = field(default_factory=list)  # power at `own`
 
 
+def tuning_seconds(study: Study, cost: Cost) -> float:
+    """The tuning phase's seconds (0 without one): every arm but the A/A replicates × its
+    `trials × seeds` runs of `steps` steps at the cost's seconds per step, each evaluated once on
+    the selection split."""
+    tune = study.tune
+    if tune is None:
+        return 0.0
+    arms = sum(a.replicate_of is None for a in study.arms)
+    step = cost.train_seconds / study.budget.max_steps
+    evaluation = tune.selection_problems * study.eval.n_samples * cost.eval_sample_seconds
+    return arms * tune.runs_per_arm * (tune.steps * step + evaluation)
+
+
 def _components(study: Study, pilot: Pilot | None, workers: int):
-    """(contrast components, control components, cost, source) from the pilot or defaults."""
+    """(contrast components, control components, cost with the tuning phase, source)."""
+    components, controls, cost, source = _measured(study, pilot, workers)
+    return components, controls, replace(cost, fixed_seconds=tuning_seconds(study, cost)), source
+
+
+def _measured(study: Study, pilot: Pilot | None, workers: int):
     if pilot is None:
         components = {"defaults (every contrast)": default_components()}
         return components, {}, default_cost(study, workers), "defaults (no pilot)"
@@ -237,6 +255,17 @@ def make_plan(
         checks=checks,
         own=own,
         own_checks=_checks(study, components, controls, own, alpha, effect, studies),
+    )
+
+
+def tuning_line(study: Study, cost: Cost) -> str:
+    """What the tuning phase costs, counted in every design's hours."""
+    tune, arms = study.tune, sum(a.replicate_of is None for a in study.arms)
+    hours = cost.fixed_seconds / cost.workers / 3600
+    return (
+        f"tuning: {arms} arms × {tune.trials} trials × {len(tune.seeds)} seed(s) = "
+        f"{arms * tune.runs_per_arm} runs of {tune.steps} steps, {60 * hours:.1f} min with "
+        f"{cost.workers} worker(s), counted in every design's hours"
     )
 
 
