@@ -5,7 +5,7 @@ CUDA machine where vLLM is importable), on rl_ready:
 - tokens/s at natural lengths (EOS-ended, up to 80 tokens), 8 × 8: vLLM vs `model.generate` vs
   `HFEngine`;
 - `vllm_steps` GRPO steps sampled by vLLM, the weights synced after every update (each step's
-  `offpolicy/log_ratio_abs_mean` is the engine's distance from the trainer's policy, which stays
+  `offpolicy/logp_diff_mean` is the engine's distance from the trainer's policy, which stays
   at kernel noise only if the sync works), a weight change vLLM must follow, and the step time
   against the same steps on `HFEngine`;
 - `close()` returns the engine's GPU memory: reserved bytes after it against before the build.
@@ -182,7 +182,7 @@ def rl_checks(engine, loaded, make_hf: EngineFactory, device: str, steps: int):
     model.load_state_dict(start)
     hf_steps = rl_run(loaded, make_hf, "hf", device, steps)
     warm = slice(min(3, steps - 1), None)  # the first steps include lazy set-up
-    distance = [m["offpolicy/log_ratio_abs_mean"] for m in vllm_steps]
+    distance = [m["offpolicy/logp_diff_mean"] for m in vllm_steps]
     results = {
         "steps": steps,
         "vllm step s": statistics.median(m["perf/step_seconds"] for m in vllm_steps[warm]),
