@@ -126,7 +126,7 @@ def test_bars_for_trials_in_workers_come_and_go_with_their_trials():
 
     from rich.console import Console
 
-    from ablate.commands.run import _study_bars
+    from ablate.commands.run_display import study_bars as _study_bars
 
     def trial(arm: str, seed: int):
         spec = SimpleNamespace(model="m", seed=seed, budget=SimpleNamespace(max_steps=6))

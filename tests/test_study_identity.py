@@ -67,7 +67,7 @@ def test_the_report_plans_the_trials_the_runner_trains():
 def test_a_model_folder_gone_plans_the_trials_without_hashes(monkeypatch):
     from ablate.base.errors import ConfigError
 
-    def gone(study):
+    def gone(study, chosen=None):
         raise ConfigError("model folder gone")
 
     monkeypatch.setattr(load, "identified_trials", gone)

@@ -4,11 +4,16 @@ trains no tuning trial again, and the study's trials train at each arm's chosen 
 
 from __future__ import annotations
 
+import dataclasses
+
 import pandas as pd
 import pytest
 
 import ablate.study.runner
-from ablate import Budget, EvalSpec, Study, StudyError, TuneSpec, arm, log_range
+from ablate import Budget, ConfigError, EvalSpec, Study, StudyError, TuneSpec, arm, log_range
+from ablate.commands.run import check_tunes
+from ablate.study.identity import identified_trials
+from ablate.study.tune_phase import chosen_settings
 from ablate.tasks.arithmetic import ArithmeticTask
 from ablate.testing import zoo_model_built
 from ablate.tracking import open_store
@@ -104,12 +109,40 @@ def test_each_arm_gets_the_declared_budget_on_the_selection_split_exactly_once(
     for a in ("grpo", "dr_grpo"):
         assert lrs[a] == pytest.approx(chosen[a], rel=1e-9)
     assert [o.outcome for o in outcomes] == ["finished", "finished"]
+    # a Slurm task, `ablate worker` and `ablate status` find the trials the runner trained:
+    # the chosen values read back from tuning.csv give the same trial ids
+    reread = identified_trials(study, chosen=chosen_settings(study, results))
+    assert {t.id for t in reread} == set(final.runs["trial_id"])
+    assert {t.id for t in identified_trials(study)}.isdisjoint(final.runs["trial_id"])
 
     again = ablate.study.runner.run_study(study, results_dir=results)  # a rerun: a replay
 
     assert len(store.runs("fair-tune").runs) == 12  # no tuning trial trained twice
     assert pd.read_csv(results / "fair" / "tuning.csv").equals(table)
     assert [o.outcome for o in again] == ["skipped", "skipped"]
+
+
+def test_what_runs_trials_without_tuning_them_asks_for_the_tuning_first(tmp_path):
+    study = _study()
+    with pytest.raises(
+        StudyError, match=r"no .*tuning.csv yet: tune it first: `ablate run .*--tune-only"
+    ):
+        chosen_settings(study, tmp_path)
+    (tmp_path / "fair").mkdir()
+    (tmp_path / "fair" / "tuning.csv").write_text(
+        "arm,number,score,state,chosen,lr\ngrpo,0,0.5,finished,True,3e-05\n"
+    )
+    with pytest.raises(StudyError, match="no chosen setting for dr_grpo"):
+        chosen_settings(study, tmp_path)
+    untuned = dataclasses.replace(study, tune=None)
+    assert chosen_settings(untuned, tmp_path) == {}
+
+
+def test_tune_only_needs_a_tuned_study_and_no_sequential_design():
+    with pytest.raises(ConfigError, match="declares no tune="):
+        check_tunes(dataclasses.replace(_study(), tune=None), True, until_decided=False)
+    with pytest.raises(ConfigError, match="leave out --until-decided"):
+        check_tunes(_study(), True, until_decided=True)
 
 
 def _report_data(tune: TuneSpec | None, tuning: pd.DataFrame):

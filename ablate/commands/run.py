@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 from pathlib import Path
 from typing import Any
 
@@ -10,6 +9,12 @@ import typer
 
 from ablate.commands import launch_flags
 from ablate.commands.progress import LOG_EVERY
+
+UNTIL_DECIDED_HELP = (
+    "sequential design: run the study's `looks` one at a time, adding seeds only to the "
+    "contrasts still undecided"
+)
+TUNE_ONLY_HELP = "run only the study's tuning phase (`ablate worker` reads its tuning.csv)"
 
 
 def register(app: typer.Typer) -> None:
@@ -28,12 +33,7 @@ def run(
     log_every: int = typer.Option(
         LOG_EVERY, min=1, help="when output is not a terminal: one progress line every N steps"
     ),
-    until_decided: bool = typer.Option(
-        False,
-        "--until-decided",
-        help="sequential design: run the study's `looks` one at a time, adding seeds only to "
-        "the contrasts still undecided",
-    ),
+    until_decided: bool = typer.Option(False, "--until-decided", help=UNTIL_DECIDED_HELP),
     launcher: str = launch_flags.LAUNCHER,
     launcher_opt: list[str] | None = launch_flags.LAUNCHER_OPT,
     slurm_partition: str = launch_flags.PARTITION,
@@ -42,6 +42,7 @@ def run(
     slurm_time: int | None = launch_flags.TIME,
     slurm_array_parallelism: int | None = launch_flags.PARALLEL,
     detach: bool = launch_flags.DETACH,
+    tune_only: bool = typer.Option(False, "--tune-only", help=TUNE_ONLY_HELP),
 ) -> None:
     """Run a study: the Pass@G phase, then every trial not yet FINISHED (resumes), then report."""
     from ablate.base.threads import apply_threads
@@ -54,11 +55,13 @@ def run(
     check_output_dir(Path(out) / loaded.name)  # the report comes last: a bad --out fails first
     if until_decided:
         check_design(loaded)
+    check_tunes(loaded, tune_only, until_decided)
     preflight_study(loaded, results, tracking_uri or None)
     echo_opening(loaded, workers)
     apply_threads()  # this process runs the Pass@G phase (and the trials when workers == 1)
     where = dict(results=results, workers=workers, tracking_uri=tracking_uri or None)
     where["launch"] = launch_flags.runner_launch(study, loaded, launch)
+    where["tune_only"] = tune_only
 
     def run_look(select=None):
         return run_with_progress(loaded, **where, log_every=log_every, select=select)
@@ -69,10 +72,27 @@ def run(
         )
     else:
         outcomes = run_look()
+    if tune_only:
+        typer.echo(
+            f"tuned: each arm's chosen setting is in {Path(results) / loaded.name}/tuning.csv"
+        )
+        return
     if launch.detach:
         typer.echo(f"detached: `ablate status {study} --results {results}` shows every trial")
         return
     summarise_and_report(loaded, outcomes, results, out, tracking_uri or None)
+
+
+def check_tunes(study, tune_only: bool, until_decided: bool) -> None:
+    """--tune-only needs a study with `tune=`, and tunes here (checked before compute)."""
+    from ablate.base.errors import ConfigError
+
+    if not tune_only:
+        return
+    if study.tune is None:
+        raise ConfigError(f"--tune-only: study {study.name!r} declares no tune=TuneSpec(...)")
+    if until_decided:
+        raise ConfigError("--tune-only tunes once: leave out --until-decided")
 
 
 def echo_opening(study, workers: int) -> None:
@@ -131,17 +151,19 @@ def run_with_progress(
     log_every: int = LOG_EVERY,
     select=None,
     launch=None,
+    tune_only: bool = False,
 ):
     """`run_study` with rich bars on a terminal, or plain lines every `log_every` steps;
     `select` and `launch` as in `run_study` (a look of a sequential design; another launcher)."""
     from rich.console import Console
 
     from ablate.commands.progress import wants_bars
+    from ablate.commands.run_display import study_bars, study_lines
     from ablate.study.runner import run_study
 
     console = Console()
     bars = wants_bars(console) and launch is None  # a launcher's progress: its own lines
-    display = _study_bars(console, workers) if bars else _study_lines(log_every, workers)
+    display = study_bars(console, workers) if bars else study_lines(log_every, workers)
     with display as hooks:
         return run_study(
             study,
@@ -151,110 +173,8 @@ def run_with_progress(
             hooks=hooks,
             select=select,
             launch=launch,
+            tune_only=tune_only,
         )
-
-
-@contextlib.contextmanager
-def _study_bars(console, workers: int = 1):
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    from ablate.commands.progress import study_bar, study_remaining_column, watch_study
-    from ablate.commands.study_progress import StudyWatch
-    from ablate.study.runner import RunHooks
-
-    columns = [
-        TextColumn("{task.description:<44}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        study_remaining_column(),
-    ]
-    with Progress(*columns, console=console) as bar:
-        watch = StudyWatch(workers)
-        show = study_bar(bar, watch)  # the study's row: trials done / running / left, time to go
-        steps = bar.add_task("pass@G phase", total=None)
-
-        def on_trial_start(trial, index, total) -> None:
-            label = f"{trial.arm} | {trial.spec.model} | s{trial.spec.seed}"
-            bar.reset(steps, total=trial.spec.budget.max_steps, description=label[:44])
-
-        def on_step(step, total, metrics) -> None:
-            bar.update(steps, completed=step)
-
-        def on_passk(label, done, total) -> None:
-            bar.update(steps, description=f"pass@G {label}"[:44], completed=done, total=total)
-
-        running: dict[str, Any] = {}  # workers > 1: one bar per trial in a worker
-        ended: set[str] = set()
-
-        def on_trial_step(trial, step, total, metrics) -> None:
-            if trial.id in ended:  # a step relayed after its trial's end
-                return
-            if trial.id not in running:
-                bar.update(steps, visible=False)
-                label = f"{trial.arm} | {trial.spec.model} | s{trial.spec.seed}"
-                running[trial.id] = bar.add_task(label[:44], total=trial.spec.budget.max_steps)
-            if step:
-                bar.update(running[trial.id], completed=step, total=total)
-
-        def on_trial_end(out) -> None:
-            ended.add(out.trial_id)
-            if (task := running.pop(out.trial_id, None)) is not None:
-                bar.remove_task(task)
-
-        hooks = RunHooks(
-            on_trial_start=on_trial_start,
-            on_step=on_step,
-            on_passk=on_passk,
-            on_trial_end=on_trial_end,
-            on_trial_step=on_trial_step,
-        )
-        yield watch_study(hooks, slots=workers, show=show, every=0, watch=watch)
-
-
-@contextlib.contextmanager
-def _study_lines(every: int, workers: int = 1):
-    """Plain, flushed lines: each phase, each trial's start and end, every `every` steps; the
-    study's progress after each trial's start and end and every few minutes."""
-    from ablate.commands.progress import (
-        StepLines,
-        outcome_text,
-        passk_lines,
-        say,
-        trial_label,
-        watch_study,
-    )
-    from ablate.study.runner import RunHooks
-
-    steps = StepLines(every)
-    in_workers: dict[str, StepLines] = {}  # workers > 1: each trial's own lines
-
-    def on_trial_start(trial, index, total) -> None:
-        steps.start(f"trial {index + 1}/{total}")
-        say(f"trial {index + 1}/{total}: {trial_label(trial)} (id {trial.id})")
-
-    def on_trial_step(trial, step, total, metrics) -> None:
-        if trial.id not in in_workers:
-            in_workers[trial.id] = StepLines(every)
-            in_workers[trial.id].start(trial_label(trial))
-        if step == 0:
-            say(f"trial started in a worker: {trial_label(trial)} (id {trial.id})")
-        else:
-            in_workers[trial.id](step, total, metrics)
-
-    def on_trial_end(out) -> None:
-        where = f"{out.arm} | {out.model} | {out.template} | seed {out.seed}"
-        say(f"trial ended: {where}: {outcome_text(out)}")
-
-    hooks = RunHooks(
-        on_phase=lambda phase: say(f"phase: {'Pass@G' if phase == 'passk' else phase}"),
-        on_trial_start=on_trial_start,
-        on_step=steps,
-        on_passk=passk_lines(),
-        on_trial_end=on_trial_end,
-        on_trial_step=on_trial_step,
-    )
-    yield watch_study(hooks, slots=workers, show=say)
 
 
 def print_summary(study, outcomes, results: str, tracking_uri: str | None = None) -> None:

@@ -31,7 +31,7 @@ def status(
 
     loaded = load_study(study)
     uri = tracking_uri or tracking.default_uri(results)
-    trials = identified_trials(loaded)
+    trials = identified_trials(loaded, chosen=_chosen_or_shared(loaded, results))
     with read_errors(uri):  # a damaged database or file of the store: one line naming it
         states = trial_states(loaded, trials, uri, results)
     submission = latest_submission(results, loaded) or {}
@@ -54,3 +54,16 @@ def status(
     for s in states:
         counts[s.state] = counts.get(s.state, 0) + 1
     typer.echo(", ".join(f"{n} {state}" for state, n in sorted(counts.items())))
+
+
+def _chosen_or_shared(study, results: str) -> dict:
+    """Each tuned arm's chosen setting; before the tuning phase has finished, the study's own
+    (shared) setting, said in one line (its trials then show as not started)."""
+    from ablate.base.errors import StudyError
+    from ablate.study.tune_phase import chosen_settings
+
+    try:
+        return chosen_settings(study, results)
+    except StudyError as exc:
+        typer.echo(f"tuning not finished ({exc}); trials shown at the shared setting")
+        return {}

@@ -28,6 +28,7 @@ from ablate.study.identity import identified_trials
 from ablate.study.lease import owner_is_dead
 from ablate.study.runner import LEASED_ELSEWHERE, RunHooks, TrialOutcome, results_paths
 from ablate.study.study import Study, Trial, load_study
+from ablate.study.tune_phase import chosen_settings
 
 #: The submissions of a study live in RESULTS/<study>/slurm/ (submitit's logs in logs/ there).
 FOLDER = "slurm"
@@ -88,7 +89,7 @@ def train_one(submission: str, trial_id: str) -> dict[str, Any]:
 
     record = read_submission(submission)
     study = load_study(record["study_file"])
-    trial = _find_trial(study, trial_id, record["study_file"])
+    trial = _find_trial(study, trial_id, record["study_file"], record["results"])
     apply_threads(requested=int(record.get("cpus_per_task", 1)))
     uri, study_dir = record["tracking_uri"], results_paths(record["results"], study)["study"]
     deadline = time.monotonic() + LEASE_WAIT_S
@@ -99,7 +100,7 @@ def train_one(submission: str, trial_id: str) -> dict[str, Any]:
             if not held or _alive_here(out.message) or time.monotonic() > deadline:
                 break
             time.sleep(5)
-    _close_parent_when_all_finished(study, uri)
+    _close_parent_when_all_finished(study, uri, record["results"])
     return dataclasses.asdict(out)
 
 
@@ -112,9 +113,10 @@ def _alive_here(skipped: str) -> bool:
     return host == socket.gethostname() and not owner_is_dead(holder)
 
 
-def _find_trial(study: Study, trial_id: str, study_file: str) -> Trial:
-
-    for trial in identified_trials(study):
+def _find_trial(study: Study, trial_id: str, study_file: str, results: str) -> Trial:
+    """The trial as submitted: a tuned arm's at its chosen setting (the submitting runner
+    tuned before it submitted)."""
+    for trial in identified_trials(study, chosen=chosen_settings(study, results)):
         if trial.id == trial_id:
             return trial
     raise StudyError(
@@ -142,7 +144,7 @@ def _sigterm_stops_the_trial() -> Iterator[None]:
         signal.signal(signal.SIGTERM, before)
 
 
-def _close_parent_when_all_finished(study: Study, uri: str) -> None:
+def _close_parent_when_all_finished(study: Study, uri: str, results: str) -> None:
     """The last task out marks the study's parent run FINISHED (a detached submission has no
     waiting process to do it)."""
 
@@ -150,7 +152,8 @@ def _close_parent_when_all_finished(study: Study, uri: str) -> None:
     if parent is None:
         return
     statuses = parent.trial_status()
-    if all(statuses.get(t.id) == "FINISHED" for t in identified_trials(study)):
+    trials = identified_trials(study, chosen=chosen_settings(study, results))
+    if all(statuses.get(t.id) == "FINISHED" for t in trials):
         parent.close("FINISHED")
 
 

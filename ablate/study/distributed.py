@@ -35,6 +35,7 @@ from ablate.study.preflight import preflight_study
 from ablate.study.runner import results_paths
 from ablate.study.study import Study, Trial
 from ablate.study.trial_run import RunHooks, TrialOutcome, study_tags
+from ablate.study.tune_phase import chosen_settings
 
 if TYPE_CHECKING:
     import optuna
@@ -72,7 +73,8 @@ def run_worker(
     hooks = hooks or RunHooks()
     # every input checked before anything is written
     preflight_study(study, config.results_dir, config.tracking_uri)
-    identified = identified_trials(study)
+    # a tuned study's trials at each arm's chosen setting (`ablate run --tune-only` tunes)
+    identified = identified_trials(study, chosen=chosen_settings(study, config.results_dir))
     queue = prepare(study, config, identified)
     trials = {t.id: t for t in identified}
     # One handle for the status checks: opening a store's client can cost ~0.6 s.
@@ -125,7 +127,9 @@ def prepare(study: Study, config: WorkerConfig, trials: list[Trial] | None = Non
         if parent.run_id not in _parent_ids(optuna_study):  # first worker: tag the new parent
             parent.set_tags({**study_tags(study), **tracking.environment_tags()})
             optuna_study.set_user_attr("ablate_parent_run_id", parent.run_id)
-        enqueue_missing(optuna_study, identified_trials(study) if trials is None else trials)
+        if trials is None:
+            trials = identified_trials(study, chosen=chosen_settings(study, config.results_dir))
+        enqueue_missing(optuna_study, trials)
     return TrialQueue(optuna_study, storage)
 
 

@@ -63,12 +63,15 @@ def run_study(
     hooks: RunHooks | None = None,
     select: Callable[[Trial], bool] | None = None,
     launch: Launcher | None = None,
+    tune_only: bool = False,
 ) -> list[TrialOutcome]:
     """Preflight, Pass@G phase, then the trials; returns one outcome per trial of the study.
     Any number of runners (and workers) may share the results folder: each trial is trained
     by one of them (`ablate.study.lease`), the others skip it. `select` (a sequential design's look)
     runs only the trials it accepts; the plan stays the whole study, and ids do not change.
-    `launch` runs the trials elsewhere instead (`ablate.launch.slurm`; None back: detached)."""
+    `launch` runs the trials elsewhere instead (`ablate.launch.slurm`; None back: detached).
+    `tune_only`: stop after the tuning phase (`ablate worker` and Slurm tasks read its
+    `tuning.csv`); no trials, no outcomes."""
     from ablate.study.passk_phase import base_phases
 
     hooks = hooks or RunHooks()
@@ -82,10 +85,12 @@ def run_study(
         parent = store.open_study(study.name)
     with store_errors(store), _parent_closed_on_error(parent):
         parent.set_tags({**study_tags(study), **tracking.environment_tags()})
-        if study.passk is not None:
+        if study.passk is not None and not tune_only:
             base_phases(study, paths, parent, hooks)
         if study.tune is not None:  # the trials train at each arm's chosen setting
             trials = retuned(trials, tune_arms(study, trials, paths["root"], uri, hooks))
+        if tune_only:
+            return []
         parent.mark_plan({t.id for t in trials})  # views and summaries: this plan's runs only
         notify(hooks.on_phase, "trials")
         statuses = parent.trial_status()
@@ -93,15 +98,7 @@ def run_study(
         todo = [t for t in chosen if statuses.get(t.id) != "FINISHED"]
         skipped = [trial_outcome(t, "skipped", "already FINISHED") for t in chosen if t not in todo]
         notify(hooks.on_plan, todo, len(skipped))
-        if launch is not None:
-            done = launch(todo, uri, paths["root"], hooks)
-        elif workers <= 1:
-            done = [
-                run_trial(study, t, uri, paths["study"], hooks, i, len(todo))
-                for i, t in enumerate(todo)
-            ]
-        else:
-            done = run_parallel(study, todo, uri, paths["study"], workers, hooks)
+        done = _train(study, todo, uri, paths, workers, hooks, launch)
         if done is None:  # submitted and detached: the last array task closes the parent
             return skipped
         if study.eval.robustness is not None:  # the final checkpoints under every eval recipe
@@ -110,6 +107,16 @@ def run_study(
             evaluate_recipes(study, trials, paths["study"], uri, hooks)
         _close_parent(parent, done)
     return skipped + done
+
+
+def _train(study, todo, uri, paths, workers, hooks, launch) -> list[TrialOutcome] | None:
+    """`todo`'s outcomes: by the launcher (None: submitted, detached), here, or in workers."""
+    if launch is not None:
+        return launch(todo, uri, paths["root"], hooks)
+    if workers <= 1:
+        n = len(todo)
+        return [run_trial(study, t, uri, paths["study"], hooks, i, n) for i, t in enumerate(todo)]
+    return run_parallel(study, todo, uri, paths["study"], workers, hooks)
 
 
 def _close_parent(parent, outcomes: list[TrialOutcome]) -> None:

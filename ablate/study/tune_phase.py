@@ -175,3 +175,30 @@ def write_table(path: Path, rows: list[dict[str, Any]], params: list[str]) -> No
 
     frame = pd.DataFrame(rows, columns=[*COLUMNS, *params])
     durable.write_atomic(path, frame.to_csv(index=False))
+
+
+def chosen_settings(study: Study, results_dir: str | Path) -> dict[str, dict[str, float]]:
+    """arm -> its chosen values, read back from `<results>/<study>/tuning.csv` (an A/A replicate:
+    its twin's); empty for a study without tuning. What runs a study's trials without running
+    its tuning phase (a Slurm array task, `ablate worker`, `ablate status`) trains and finds
+    them at these values; StudyError when the tuning phase has not finished."""
+    if study.tune is None:
+        return {}
+    import csv
+
+    path = Path(results_dir).resolve() / study.name / FILE
+    fix = f"tune it first: `ablate run <study file> --tune-only --results {results_dir}`"
+    if not path.exists():
+        raise StudyError(f"study {study.name!r} tunes its arms and has no {path} yet: {fix}")
+    with open(path, newline="") as fh:
+        rows = [r for r in csv.DictReader(fh) if r.get("chosen", "").lower() == "true"]
+    try:
+        chosen = {r["arm"]: {p: float(r[p]) for p in study.tune.params} for r in rows}
+    except (KeyError, ValueError) as exc:
+        raise StudyError(f"{path} is damaged ({exc}): move it aside and {fix}") from None
+    for a in study.arms:
+        if a.replicate_of is not None and a.replicate_of in chosen:
+            chosen[a.name] = chosen[a.replicate_of]
+    if missing := [a.name for a in study.arms if a.name not in chosen]:
+        raise StudyError(f"{path} has no chosen setting for {', '.join(missing)}: {fix}")
+    return chosen

@@ -1,9 +1,8 @@
 """A study's results store → tidy pandas frames: the report's one data contract (`StudyData`).
 
-- `trials`: one row per planned trial of the study (missing ones included): trial_id, arm, model,
-  template, seed, status (FINISHED / FAILED / KILLED / RUNNING / MISSING), outcome, reason, run_id,
-  complete (bool: finished), diverged_step (NaN unless diverged), and the arm's algorithm fields
-  as `algo.*`.
+- `trials`: one row per planned trial (missing ones included): trial_id, arm, model, template,
+  seed, status (FINISHED / FAILED / KILLED / RUNNING / MISSING), outcome, reason, run_id, complete
+  (bool: finished), diverged_step (NaN unless diverged), the arm's algorithm fields (`algo.*`).
 - `algorithms`: arm -> its `Algorithm`; `replicates`: A/A replicate arm -> the arm it replicates.
 - `history`: trial_id, arm, model, template, seed, step, metric, value (every logged curve).
 - `samples`: trial_id, arm, model, template, seed, step, problem_id, sample, correct, length,
