@@ -111,4 +111,7 @@ def test_a_bf16_trial_logs_the_mismatch_and_the_default_logs_nothing_new():
     steps = run(rollout_precision="bf16", rollout_correction="token_truncate")
     assert all(m["offpolicy/logp_diff_mean"] > 0 for m in steps)
     assert all(m["offpolicy/prob_pearson"] < 1 for m in steps)
+    # the inert-factor check reads this share: a bf16 copy moves a fifth to a third of the
+    # tokens by more than 1e-4 (measured; the near-certain ones not at all)
+    assert all(m["offpolicy/mismatched_frac"] > 0.1 for m in steps)
     assert not any(k.startswith("offpolicy/") for m in run() for k in m)

@@ -299,6 +299,7 @@ def test_the_tables_registry_declares_each_table_once_in_the_reports_order(data)
         "headline",
         "configuration",
         "took_effect",
+        "offpolicy_diagnostics",
         "main",
         "sequential",
         "elicited_base",

@@ -204,6 +204,7 @@ def test_the_stage_rejects_into_the_loss_mask_and_logs_the_diagnostics():
     assert m["offpolicy/logp_diff_mean"] == pytest.approx((0.5 + 2 + 1 + 0.2 + 0.1) / 6)
     k3 = sum(math.exp(x) - 1 - x for x in (0.5, 2.0, -1.0, 0.2, -0.1, 0.0)) / 6
     assert m["offpolicy/k3_kl"] == pytest.approx(k3, rel=1e-6)
+    assert m["offpolicy/mismatched_frac"] == pytest.approx(5 / 6)  # every gap but the 0.0
     assert m["offpolicy/ess"] == pytest.approx(1 / (6 / 5), rel=1e-6)  # five ones and a zero
     tis = correct(batch, ADV.float(), Algorithm(rollout_correction="token_truncate"))
     assert tis.metrics["offpolicy/clipped_frac"] == pytest.approx(1 / 6)  # e^2 > 3 only

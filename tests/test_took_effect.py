@@ -3,6 +3,8 @@ tokens marks its arm "not testable at this setting"."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pandas as pd
 import pytest
 
@@ -10,16 +12,26 @@ from ablate.factors.algorithms import Algorithm
 from ablate.factors.eval_spec import EvalSpec
 from ablate.factors.spec import Budget, TrialSpec
 from ablate.report.data.load import StudyData
-from ablate.report.render.took_effect import took_effect_table
-from ablate.report.stats.took_effect import NOT_TESTABLE, factor_shares, inert_arms
+from ablate.report.render.took_effect import diagnostics_table, took_effect_table
+from ablate.report.stats.took_effect import (
+    NOT_TESTABLE,
+    diagnostics,
+    factor_shares,
+    inert_arms,
+    inert_verdicts,
+)
 from ablate.testing import zoo_model_built
 
 
-def _study(algorithms: dict[str, Algorithm], shares: dict[str, list[float]]) -> StudyData:
+def _study(
+    algorithms: dict[str, Algorithm],
+    shares: dict[str, list[float]],
+    metric: str = "offpolicy/changed_frac",
+) -> StudyData:
     trials = pd.DataFrame({"arm": list(algorithms)})
     history = pd.DataFrame(
         [
-            {"arm": arm, "step": step, "metric": "offpolicy/changed_frac", "value": v}
+            {"arm": arm, "step": step, "metric": metric, "value": v}
             for arm, values in shares.items()
             for step, v in enumerate(values, 1)
         ],
@@ -52,6 +64,44 @@ def test_an_arm_whose_factor_changed_under_one_percent_is_not_testable():
     assert [r["verdict"] for r in table.rows].count(NOT_TESTABLE) == 1
 
 
+def test_a_mismatch_factor_is_read_from_the_share_of_mismatched_tokens():
+    data = _study(
+        {
+            "grpo": Algorithm(),
+            "bf16": Algorithm(rollout_precision="bf16"),
+            "stale": Algorithm(rollout_staleness=2),
+        },
+        {"bf16": [0.9, 0.95], "stale": [0.0, 0.004]},
+        metric="offpolicy/mismatched_frac",
+    )
+    rows = {r["arm"]: r for r in factor_shares(data)}
+    assert rows["bf16"]["factor"] == "rollout_precision" and not rows["bf16"]["_inert"]
+    assert rows["stale"]["factor"] == "rollout_staleness" and rows["stale"]["_inert"]
+
+
+@dataclasses.dataclass(frozen=True)
+class _Row:  # the fields of a contrast row `inert_verdicts` reads
+    arm: str
+    verdict: str
+    note: str = ""
+
+
+def test_an_inert_arms_contrast_verdict_is_not_testable_whatever_its_p():
+    data = _study(
+        {
+            "grpo": Algorithm(),
+            "tis_inert": Algorithm(rollout_correction="token_truncate"),
+            "tis_live": Algorithm(rollout_correction="token_truncate"),
+        },
+        {"tis_inert": [0.0, 0.002], "tis_live": [0.3, 0.5]},
+    )
+    rows = [_Row("tis_inert", "equivalent"), _Row("tis_live", "different", "x")]
+    out = inert_verdicts(data, rows)
+    assert out[0].verdict == NOT_TESTABLE
+    assert out[0].note == "rollout_correction changed 0.1% of training tokens"
+    assert out[1] == rows[1]
+
+
 def test_arms_that_differ_in_unchecked_factors_get_no_row():
     data = _study({"grpo": Algorithm(), "dr": Algorithm(scale="none")}, {})
     assert factor_shares(data) == [] and inert_arms(data) == set()
@@ -75,3 +125,35 @@ def test_a_correction_without_mismatch_is_flagged_from_a_real_trial():
     assert shares == [0.0, 0.0]  # no mismatch: every weight exactly 1
     data = _study({"grpo": Algorithm(), "mis": algo}, {"mis": shares})
     assert inert_arms(data) == {"mis"}
+
+
+def test_the_diagnostics_table_averages_each_arms_steps_and_takes_the_largest_gap():
+    history = pd.DataFrame(
+        [
+            {"arm": "bf16", "step": 1, "metric": "offpolicy/logp_diff_mean", "value": 0.002},
+            {"arm": "bf16", "step": 2, "metric": "offpolicy/logp_diff_mean", "value": 0.004},
+            {"arm": "bf16", "step": 1, "metric": "offpolicy/logp_diff_max", "value": 0.05},
+            {"arm": "bf16", "step": 2, "metric": "offpolicy/logp_diff_max", "value": 0.08},
+            {"arm": "bf16", "step": 1, "metric": "offpolicy/masked_frac", "value": 0.25},
+            {"arm": "bf16", "step": 2, "metric": "offpolicy/masked_frac", "value": 0.0},
+            {"arm": "bf16", "step": 1, "metric": "loss", "value": 9.0},
+        ]
+    )
+    algorithms = {"grpo": Algorithm(), "bf16": Algorithm(rollout_precision="bf16")}
+    data = StudyData(
+        "s",
+        "grpo",
+        pd.DataFrame({"arm": ["grpo", "bf16"]}),
+        history,
+        pd.DataFrame(),
+        pd.DataFrame(),
+        algorithms=algorithms,
+    )
+    (row,) = diagnostics(data)  # grpo logged no off-policy metric: no row
+    assert row["arm"] == "bf16"
+    assert row["|Δ log p| mean"] == pytest.approx(0.003)
+    assert row["|Δ log p| max"] == pytest.approx(0.08)
+    assert row["masked"] == pytest.approx(0.125)
+    assert row["ESS"] != row["ESS"]  # not logged: NaN, shown as a dash
+    (shown,) = diagnostics_table(data).rows
+    assert shown["masked"] == "12.5%" and shown["ESS"] == "–"

@@ -18,6 +18,10 @@ from ablate.base.records import ShapedBatch
 from ablate.factors.algorithms import Algorithm
 from ablate.factors.rollout_corrections import ROLLOUT_CORRECTIONS, Correction
 
+#: A token's engine and trainer log-probs "differ" beyond this: above the fp32 noise of the same
+#: weights in two batch layouts (under 1e-5 here), below a bf16 copy's typical gap (~1e-3).
+MISMATCH_TOL = 1e-4
+
 
 def correct(
     batch: ShapedBatch, advantages: Tensor, algo: Algorithm, *, staleness: int = 0
@@ -48,7 +52,9 @@ def correct(
 def mismatch_metrics(trainer_logp: Tensor, engine_logp: Tensor, mask: Tensor) -> dict[str, float]:
     """How far the engine's log-probs are from the trainer's over the masked tokens: |Δ log p|
     mean and max, Pearson correlation of the probabilities (verl PR #7196), and k3 of
-    KL(π_engine ‖ π_trainer) (verl's rollout_corr/k3_kl)."""
+    KL(π_engine ‖ π_trainer) (verl's rollout_corr/k3_kl); and the share of tokens whose log-probs
+    differ by more than `MISMATCH_TOL` (`mismatched_frac`: what the inert-factor check reads for
+    a mismatch factor)."""
     m = mask > 0
     if not bool(m.any()):
         return {}
@@ -60,6 +66,7 @@ def mismatch_metrics(trainer_logp: Tensor, engine_logp: Tensor, mask: Tensor) ->
         "offpolicy/logp_diff_max": diff.abs().max().item(),
         "offpolicy/prob_pearson": pearson(p_t, p_e),
         "offpolicy/k3_kl": (torch.exp(lr) - 1.0 - lr).mean().item(),
+        "offpolicy/mismatched_frac": (diff.abs() > MISMATCH_TOL).double().mean().item(),
     }
 
 

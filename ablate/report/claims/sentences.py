@@ -43,6 +43,11 @@ def _reading(r: cx.ContrastRow) -> str:
 def contrast_sentence(r: cx.ContrastRow) -> str:
     c, where = r.contrast, f"{r.arm} vs {r.reference} ({r.cell}, {r.kind})"
     d = c.diff
+    if r.verdict == cx.NOT_TESTABLE:  # `took_effect.inert_verdicts`: the factor barely ran
+        return (
+            f"{where}: Δ pass@1 = {_f(d.value)} — {cx.NOT_TESTABLE}: {r.note}, under "
+            f"{cx.took_effect.INERT_SHARE:.0%} (see 'Did each factor take effect?')."
+        )
     if r.n < inference.MIN_SEEDS:
         return (
             f"{where}: Δ pass@1 = {_f(d.value)} over n={r.n} seeds: too few seeds for an "

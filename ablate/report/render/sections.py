@@ -41,6 +41,7 @@ SECTIONS: tuple[Section, ...] = (
     Section("headline", "Effects at a glance", screen=FIRST_SCREEN),
     Section("configuration", "Arms and what they change"),
     Section("took_effect", "Did each factor take effect?"),
+    Section("offpolicy_diagnostics", "Train–inference mismatch and the corrections"),
     Section("main", "Final pass@1 and every contrast to the reference"),
     Section("sequential", "Sequential looks"),
     Section("elicited_base", "Gains over the best-elicited base"),

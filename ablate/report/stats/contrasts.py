@@ -30,7 +30,7 @@ from scipy import stats as sps
 
 from ablate.report.data.load import StudyData
 from ablate.report.data.memo import per_study
-from ablate.report.stats import crossed, inference
+from ablate.report.stats import crossed, inference, took_effect
 from ablate.report.stats import divergence as dv
 from ablate.report.stats import measures as m
 from ablate.report.stats import problems as pr
@@ -43,6 +43,7 @@ STEPS, TOKENS, AA, CONTROL = "equal steps", "equal tokens", "A/A", "positive con
 GRADED = "graded control"
 TASK, FIXED = "task", "fixed problems"
 DIFFERENT, EQUIVALENT, INCONCLUSIVE = "different", "equivalent", "inconclusive"
+NOT_TESTABLE = took_effect.NOT_TESTABLE  # the arm's factor barely ran (`took_effect`)
 
 
 @dataclass(frozen=True)
@@ -245,7 +246,7 @@ def headline_contrasts(data: StudyData) -> list[ContrastRow]:
     (`looks`), each verdict is the design's (`sequential_verdicts`)."""
     rows = _rows(data, STEPS, _final(data), _compared_pairs(data))
     rows = with_divergence(data, with_holm_and_power(rows, data.margin))
-    return sequential_verdicts(data, rows)
+    return took_effect.inert_verdicts(data, sequential_verdicts(data, rows))
 
 
 def with_divergence(data: StudyData, rows: list[ContrastRow]) -> list[ContrastRow]:
@@ -285,7 +286,7 @@ def sequential_verdicts(data: StudyData, rows: list[ContrastRow]) -> list[Contra
 def token_contrasts(data: StudyData) -> list[ContrastRow]:
     """The same contrasts at equal generated tokens, their own Holm family."""
     rows = _rows(data, TOKENS, _at_tokens(data), _compared_pairs(data))
-    return with_holm_and_power(rows, data.margin)
+    return took_effect.inert_verdicts(data, with_holm_and_power(rows, data.margin))
 
 
 def primary_contrasts(data: StudyData) -> list[ContrastRow]:

@@ -11,6 +11,9 @@ steps and trials (the factor may be on in either), 0 when neither logged it (it 
 
 from __future__ import annotations
 
+from dataclasses import replace
+from typing import Any
+
 import pandas as pd
 
 from ablate.report.data.load import StudyData
@@ -20,17 +23,22 @@ INERT_SHARE = 0.01
 NOT_TESTABLE = "not testable at this setting"
 
 _CORRECTION_SHARE = "offpolicy/changed_frac"  # tokens whose loss weight the correction moved off 1
+_MISMATCH_SHARE = "offpolicy/mismatched_frac"  # tokens whose engine log-prob is not the trainer's
 #: factor field -> the logged metric: the share of tokens or samples it changed at each step
 SHARE_METRICS: dict[str, str] = {
-    name: _CORRECTION_SHARE
-    for name in (
-        "rollout_correction",
-        "rollout_correction_cap",
-        "rollout_correction_floor",
-        "rejection_k3_max",
-        "opsm_delta",
-        "m2po_threshold",
-    )
+    **{
+        name: _CORRECTION_SHARE
+        for name in (
+            "rollout_correction",
+            "rollout_correction_cap",
+            "rollout_correction_floor",
+            "rejection_k3_max",
+            "opsm_delta",
+            "m2po_threshold",
+        )
+    },
+    "rollout_precision": _MISMATCH_SHARE,
+    "rollout_staleness": _MISMATCH_SHARE,
 }
 
 
@@ -71,3 +79,53 @@ def factor_shares(data: StudyData) -> list[dict]:
 def inert_arms(data: StudyData) -> set[str]:
     """The arms with a differing factor that changed under `INERT_SHARE` of what it could."""
     return {row["arm"] for row in factor_shares(data) if row["_inert"]}
+
+
+def inert_verdicts(data: StudyData, rows: list[Any]) -> list[Any]:
+    """`rows` (contrast rows: `arm`, `verdict`, `note`) with an inert arm's verdict replaced by
+    `NOT_TESTABLE`, whatever its p: the factor it tests barely ran, so a difference or an
+    equivalence would be read about a factor that was never exercised."""
+    inert = {r["arm"]: r for r in factor_shares(data) if r["_inert"]}
+    out = []
+    for row in rows:
+        if row.arm in inert:
+            why = inert[row.arm]
+            note = f"{why['factor']} changed {why['share changed']:.1%} of training tokens"
+            row = replace(row, verdict=NOT_TESTABLE, note=note)
+        out.append(row)
+    return out
+
+
+#: The off-policy diagnostics the report tabulates per arm: metric -> (column, how steps combine).
+DIAGNOSTICS = {
+    "offpolicy/staleness": ("staleness", "mean"),
+    "offpolicy/logp_diff_mean": ("|Δ log p| mean", "mean"),
+    "offpolicy/logp_diff_max": ("|Δ log p| max", "max"),
+    "offpolicy/prob_pearson": ("Pearson p", "mean"),
+    "offpolicy/k3_kl": ("k3 KL", "mean"),
+    "offpolicy/mismatched_frac": ("mismatched", "mean"),
+    "offpolicy/changed_frac": ("reweighted", "mean"),
+    "offpolicy/masked_frac": ("masked", "mean"),
+    "offpolicy/clipped_frac": ("clipped", "mean"),
+    "offpolicy/ess": ("ESS", "mean"),
+}
+
+
+def diagnostics(data: StudyData) -> list[dict]:
+    """Per arm that logged any `offpolicy/` metric (a correction or a mismatch was active), each
+    of `DIAGNOSTICS` over its trials' training steps: the mean, or for the max gap the max."""
+    h = data.history
+    if h.empty:
+        return []
+    h = h[h["metric"].isin(list(DIAGNOSTICS))]
+    rows = []
+    for arm in dict.fromkeys(data.trials["arm"]):
+        mine = h[h["arm"] == arm]
+        if mine.empty:
+            continue
+        row: dict[str, Any] = {"arm": arm}
+        for metric, (column, how) in DIAGNOSTICS.items():
+            got = mine[mine["metric"] == metric]["value"]
+            row[column] = float(getattr(got, how)()) if len(got) else float("nan")
+        rows.append(row)
+    return rows
