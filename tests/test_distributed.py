@@ -25,6 +25,7 @@ from ablate.study.distributed import (
 )
 from ablate.study.identity import identified_trials
 from ablate.study.runner import TrialOutcome
+from ablate.study.tune_phase import chosen_settings
 from ablate.testing import zoo_model_built
 from ablate.tracking import StudyRun, open_store
 
@@ -149,6 +150,37 @@ def beat_long_ago(storage: str, trial_id: int, seconds: int) -> None:
         earlier = last[0] - datetime.timedelta(seconds=seconds)
         conn.execute(table.update().where(table.c.trial_id == trial_id).values(heartbeat=earlier))
     engine.dispose()
+
+
+def test_a_tuned_study_trains_at_the_chosen_settings_and_asks_for_its_tuning_first(config, ran):
+    import dataclasses
+
+    from ablate.base.errors import StudyError
+    from ablate.study import TuneSpec, log_range
+
+    tune = TuneSpec(params={"lr": log_range(1e-6, 1e-4)}, trials=1, steps=1, selection_problems=3)
+    study = dataclasses.replace(six_trial_study("tuned"), tune=tune)
+    with pytest.raises(StudyError, match="--tune-only"):
+        run_worker(study, config)  # before the tuning phase: nothing enqueued, nothing trained
+    assert ran == []
+    folder = config.results_dir / "tuned"
+    folder.mkdir(parents=True)
+    rows = "".join(
+        f"{a},0,0.5,finished,True,{lr}\n"
+        for a, lr in (("grpo", 1e-5), ("dr_grpo", 2e-5), ("gspo", 4e-5))
+    )
+    (folder / "tuning.csv").write_text("arm,number,score,state,chosen,lr\n" + rows)
+
+    run_worker(study, config)
+
+    lrs = {t.arm: t.spec.optim.lr for t in identified_trials(study) if t.id in ran}
+    assert lrs == {}  # no trial at the shared lr (3e-5) was trained
+    tuned = {
+        t.id: t.spec.optim.lr
+        for t in identified_trials(study, chosen=chosen_settings(study, config.results_dir))
+    }
+    assert sorted(ran) == sorted(tuned)
+    assert set(tuned.values()) == {1e-5, 2e-5, 4e-5}
 
 
 def test_stale_trial_is_failed_and_retried_once(config, ran):

@@ -250,3 +250,40 @@ def test_run_help_lists_the_registered_launchers(capsys, monkeypatch):
     out = capsys.readouterr().out
     assert "where the trials run: local, slurm, or a launcher the study file registers" in out
     assert "--launcher-opt" in out and "--slurm-partition" in out
+
+
+TUNED = """
+from ablate.study import Budget, EvalSpec, Study, TuneSpec, arm, log_range
+
+STUDY = Study(
+    name="tuned_arr",
+    base_models=["hopeless"],
+    arms=[arm("grpo", "grpo"), arm("dr_grpo", "dr_grpo")],
+    seeds=[0],
+    budget=Budget(max_steps=1, prompts_per_step=2, group_size=2, max_new_tokens=8),
+    eval=EvalSpec(at_start=False, max_problems=2, n_samples=2, ks=(1,)),
+    passk=None,
+    tune=TuneSpec(params={"lr": log_range(1e-6, 1e-4)}, trials=1, steps=1, seeds=(5,),
+                  selection_problems=3),
+)
+"""
+
+
+@needs_zoo
+def test_array_tasks_and_status_find_a_tuned_studys_trials_at_the_chosen_settings(tmp_path, capsys):
+    study_file = tmp_path / "tuned_arr.py"
+    study_file.write_text(TUNED)
+    study = load_study(study_file)
+    results = tmp_path / "results"
+    assert main(["status", str(study_file), "--results", str(results)]) == 0
+    assert "tuning not finished" in capsys.readouterr().out  # said, not a traceback
+    launch = array_launcher(study_file, study, SlurmOptions(), cluster="debug", poll_s=0)
+
+    outcomes = run_study(study, results_dir=results, launch=launch)
+
+    # each array task re-loads the study file: untuned, its trials would not be found
+    assert sorted(o.outcome for o in outcomes) == ["finished"] * 2
+    runs = tracking.open_store(tracking.default_uri(results)).runs("tuned_arr")
+    assert set(runs.runs["status"]) == {"FINISHED"}
+    assert main(["status", str(study_file), "--results", str(results)]) == 0
+    assert capsys.readouterr().out.strip().endswith("2 FINISHED")
