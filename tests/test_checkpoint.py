@@ -12,6 +12,7 @@ import torch
 
 from ablate.base.errors import TrialError
 from ablate.stages.checkpoint import (
+    ENGINE,
     MANIFEST,
     STATE,
     TRAINER,
@@ -147,3 +148,40 @@ def test_intact_files_of_another_model_are_a_clear_error(saved):
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda u: 1.0)
     with pytest.raises(TrialError, match="step-000006 matches its manifest but does not load"):
         load_latest(run_dir, model=other, optimizer=optimizer, scheduler=scheduler)
+
+
+class RecordingEngine:
+    """A stand-in for an engine with a state: remembers what `load_state` was given."""
+
+    def __init__(self):
+        self.loaded = None
+
+    def load_state(self, state):
+        self.loaded = state
+
+
+def test_an_engine_state_is_saved_hashed_and_restored_and_a_corrupt_one_falls_back(tmp_path):
+    model, optimizer, scheduler = parts()
+    for step in (1, 2):
+        save_checkpoint(
+            tmp_path,
+            step=step,
+            model=model,
+            optimizer=optimizer,
+            scheduler=scheduler,
+            state={"step": step},
+            engine_state={"pending": [{"w": torch.full((2,), float(step))}]},
+        )
+    manifest = json.loads((checkpoint_dirs(tmp_path)[0] / MANIFEST).read_text())
+    assert set(manifest["sha256"]) == {WEIGHTS, TRAINER, STATE, ENGINE}
+    engine = RecordingEngine()
+    load_latest(tmp_path, model=model, optimizer=optimizer, scheduler=scheduler, engine=engine)
+    assert torch.equal(engine.loaded["pending"][0]["w"], torch.full((2,), 2.0))
+    bad = checkpoint_dirs(tmp_path)[0] / ENGINE
+    bad.write_bytes(bad.read_bytes()[:10])
+    with pytest.warns(CheckpointWarning, match=str(bad)):
+        state = load_latest(
+            tmp_path, model=model, optimizer=optimizer, scheduler=scheduler, engine=engine
+        )
+    assert state == {"step": 1}
+    assert torch.equal(engine.loaded["pending"][0]["w"], torch.full((2,), 1.0))

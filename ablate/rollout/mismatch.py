@@ -6,8 +6,10 @@ weights, k snapshots behind and cast to the rollout dtype; its log-probs are the
 the trainer recomputes its own (`Rollouts.logprobs_exact` is False) and the rollout correction
 sees both.
 
-Its snapshots live in memory: a trial resumed from a checkpoint restarts its lag from the
-resumed weights (the first k steps after a resume sample from them).
+Its sampler weights and its queue of the k newest trainer snapshots are trial state like the
+optimizer's: `state()` returns them and `load_state()` puts them back, and the trial's checkpoint
+(`ablate.stages.checkpoint`, file `engine.pt`) holds them, so a trial resumed after a kill
+samples from exactly the weights the uninterrupted trial would have.
 """
 
 from __future__ import annotations
@@ -69,12 +71,38 @@ class MismatchedEngine:
     def sync_weights(self, model: Any) -> None:
         """Queue the trainer's new weights; the sampler takes the oldest once k are queued, so
         the rollouts after update u come from the weights after update u − k."""
-        self.pending.append({k: v.detach().clone() for k, v in model.state_dict().items()})
+        self.pending.append(_cloned(model.state_dict()))
         if len(self.pending) > self.staleness:
             state = self.pending.popleft()
             with torch.no_grad():  # copy_ casts fp32 into the sampler's dtype
                 for name, tensor in self.sampler_model.state_dict().items():
                     tensor.copy_(state[name])
+
+    def state(self) -> dict[str, Any]:
+        """A copy of what the engine carries from one update to the next: `sampler`, the
+        sampler's weights (in its dtype), and `pending`, the trainer's queued snapshots, oldest
+        first (at most `staleness`). Later syncs do not change the returned tensors."""
+        return {
+            "sampler": _cloned(self.sampler_model.state_dict()),
+            "pending": [_cloned(snapshot) for snapshot in self.pending],
+        }
+
+    def load_state(self, state: dict[str, Any]) -> None:
+        """Put back what `state()` returned (copied: the engine never aliases `state`). A
+        ValueError when it does not fit: other weight names, or more snapshots than k."""
+        sampler, pending = state["sampler"], state["pending"]
+        own = self.sampler_model.state_dict()
+        if set(sampler) != set(own) or any(set(s) != set(own) for s in pending):
+            raise ValueError("the engine state holds weights of another model")
+        if len(pending) > self.staleness:
+            raise ValueError(
+                f"the engine state queues {len(pending)} snapshots, more than the "
+                f"staleness {self.staleness}"
+            )
+        with torch.no_grad():
+            for name, tensor in own.items():
+                tensor.copy_(sampler[name])
+        self.pending = deque(_cloned(snapshot) for snapshot in pending)
 
     def generate(
         self,
@@ -86,3 +114,7 @@ class MismatchedEngine:
     ) -> Rollouts:
         r = self.inner.generate(prompts, n, sampling, problem_ids=problem_ids)
         return dataclasses.replace(r, logprobs=r.logprobs.float(), logprobs_exact=False)
+
+
+def _cloned(weights: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    return {name: tensor.detach().clone() for name, tensor in weights.items()}

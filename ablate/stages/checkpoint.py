@@ -2,12 +2,16 @@
 
 A trial's checkpoints live in `<run_dir>/checkpoints/step-NNNNNN/`: safetensors weights, the
 optimizer, scheduler, the advantage estimator's state and every RNG state (`trainer.pt`), the
-trial's counters (`state.json`) and, written last, `manifest.json` with each file's sha256. A
+trial's counters (`state.json`), the rollout engine's state (`engine.pt`, only for an engine
+that carries one: the stale or low-precision sampler of `ablate.rollout.mismatch`) and, written
+last, `manifest.json` with each file's sha256. A
 checkpoint is written into a temporary folder, every file fsynced, then renamed into place (and
 the parent folder fsynced), so it either exists whole or not at all. The newest `KEEP`
 checkpoints are kept: when the latest fails its hashes (a bad disk, a truncated copy), loading
 falls back to the one before with a warning naming the file; with none valid the trial restarts
-from step 0.
+from step 0. A checkpoint without the engine state its trial needs (written before the engine's
+state was checkpointed) is refused in one line: resuming from it would sample from other weights
+than the uninterrupted trial did.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from ablate.base import durable, faults
 from ablate.base.errors import AblateWarning, TrialError
 
 WEIGHTS, TRAINER, STATE, MANIFEST = "model.safetensors", "trainer.pt", "state.json", "manifest.json"
+ENGINE = "engine.pt"
 FOLDER = "checkpoints"
 KEEP = 2
 
@@ -74,8 +79,11 @@ def save_checkpoint(
     scheduler: Any,
     state: dict[str, Any],
     estimator_state: dict[str, Any] | None = None,
+    engine_state: dict[str, Any] | None = None,
 ) -> Path:
-    """Write the checkpoint of `step` atomically, then drop all but the newest `KEEP`."""
+    """Write the checkpoint of `step` atomically, then drop all but the newest `KEEP`.
+    `engine_state`: the rollout engine's `state()`, for an engine that has one (None: the
+    checkpoint has no `engine.pt`, byte for byte what it was before engines had state)."""
     final = _step_dir(run_dir, step)
     tmp = final.with_name(f"{final.name}.tmp-{os.getpid()}")
     if final.parent.is_dir():  # halves of saves killed mid-write (one writer per trial: lease)
@@ -83,7 +91,7 @@ def save_checkpoint(
             shutil.rmtree(partial, ignore_errors=True)
     tmp.mkdir(parents=True)
     try:
-        _write_files(tmp, step, model, optimizer, scheduler, state, estimator_state)
+        _write_files(tmp, step, model, optimizer, scheduler, state, estimator_state, engine_state)
         if final.exists():  # a rerun re-saving the same step (e.g. the final one)
             shutil.rmtree(final)
         tmp.rename(final)
@@ -102,7 +110,9 @@ def save_checkpoint(
     return final
 
 
-def _write_files(tmp: Path, step, model, optimizer, scheduler, state, estimator_state) -> None:
+def _write_files(
+    tmp: Path, step, model, optimizer, scheduler, state, estimator_state, engine_state
+) -> None:
     """Every file of the checkpoint of `step` into `tmp`, fsynced, the manifest last."""
     save_model(model, str(tmp / WEIGHTS))  # handles tied embeddings
     rngs = {
@@ -115,8 +125,12 @@ def _write_files(tmp: Path, step, model, optimizer, scheduler, state, estimator_
     blob["estimator"] = estimator_state or {}
     torch.save(blob, tmp / TRAINER)
     (tmp / STATE).write_text(json.dumps(state, indent=1, sort_keys=True))
+    names = [WEIGHTS, TRAINER, STATE]
+    if engine_state is not None:
+        torch.save(engine_state, tmp / ENGINE)  # keeps tied weights tied (safetensors refuses)
+        names.append(ENGINE)
     faults.point("checkpoint_files_written", step)
-    files = {name: _sha256(tmp / name) for name in (WEIGHTS, TRAINER, STATE)}
+    files = {name: _sha256(tmp / name) for name in names}
     (tmp / MANIFEST).write_text(json.dumps({"step": step, "sha256": files}, indent=1))
     for name in (*files, MANIFEST):
         _fsync(tmp / name)
@@ -144,8 +158,10 @@ def verify(folder: Path) -> dict[str, Any]:
     return manifest
 
 
-def _restore(folder: Path, model, optimizer, scheduler, estimator) -> dict[str, Any]:
+def _restore(folder: Path, model, optimizer, scheduler, estimator, engine) -> dict[str, Any]:
     load_model(model, str(folder / WEIGHTS))
+    if engine is not None:
+        engine.load_state(torch.load(folder / ENGINE, weights_only=True))
     blob = torch.load(folder / TRAINER, weights_only=False)
     if estimator is not None:
         estimator.load_state_dict(blob.get("estimator", {}))
@@ -164,19 +180,28 @@ def load_latest(
     optimizer: torch.optim.Optimizer,
     scheduler: Any,
     estimator: Any = None,
+    engine: Any = None,
 ) -> dict[str, Any] | None:
     """Restore the newest valid checkpoint in place and return its saved state; None (start
-    from step 0) when there is none. A corrupt one is skipped with a `CheckpointWarning`."""
+    from step 0) when there is none. A corrupt one is skipped with a `CheckpointWarning`.
+    `engine`: the rollout engine when it has a state (`state()` / `load_state()`), else None;
+    a checkpoint without its state is a TrialError."""
     found = checkpoint_dirs(run_dir)
     for folder in found:
         try:
-            verify(folder)
+            manifest = verify(folder)
         except CorruptCheckpoint as exc:
             rest = "the previous one" if folder != found[-1] else "step 0 (no valid checkpoint)"
             warnings.warn(f"{exc}; resuming from {rest}", CheckpointWarning, stacklevel=2)
             continue
+        if engine is not None and ENGINE not in manifest["sha256"]:
+            raise TrialError(
+                f"{folder} holds no rollout engine state ({ENGINE}: written before stale or "
+                "low-precision rollouts were checkpointed), so a resume would sample from "
+                "other weights than the uninterrupted trial; rerun the trial in a fresh run_dir"
+            )
         try:
-            return _restore(folder, model, optimizer, scheduler, estimator)
+            return _restore(folder, model, optimizer, scheduler, estimator, engine)
         except Exception as exc:  # intact files that do not fit this trial's model
             raise TrialError(
                 f"{folder} matches its manifest but does not load into this trial's model "

@@ -71,8 +71,13 @@ def _evaluate_checkpoint(trial: Trial, run_dir: Path, folder: Path, recipes: lis
     """The trial's final checkpoint evaluated under `recipes`, each result written as it comes."""
     spec = trial.spec
     s = setup_trial(spec)
-    saved = load_latest(
-        run_dir, model=s.model, optimizer=s.optimizer, scheduler=s.scheduler, estimator=s.estimator
+    saved = load_latest(  # the engine too: a stale sampler evaluates as the trial's last eval did
+        run_dir,
+        model=s.model,
+        optimizer=s.optimizer,
+        scheduler=s.scheduler,
+        estimator=s.estimator,
+        engine=s.engine_with_state,
     )
     if saved is None:  # no checkpoint kept (trained elsewhere): nothing to re-evaluate
         return

@@ -157,6 +157,7 @@ def _checkpoint(s: Setup, state: TrainState, run_dir, tracker: Tracker) -> None:
         scheduler=s.scheduler,
         state={"trial_id": s.spec.id, **state.as_dict()},
         estimator_state=s.estimator.state_dict(),
+        engine_state=s.engine_with_state.state() if s.engine_with_state else None,
     )
 
 
@@ -169,6 +170,7 @@ def _start_or_resume(s: Setup, run_dir, tracker: Tracker) -> TrainState:
             optimizer=s.optimizer,
             scheduler=s.scheduler,
             estimator=s.estimator,
+            engine=s.engine_with_state,
         )
     if saved is not None:
         if saved.pop("trial_id") != s.spec.id:

@@ -62,6 +62,12 @@ class Setup:
             self.spec.rollout_seed,
         )
 
+    @property
+    def engine_with_state(self) -> MismatchedEngine | None:
+        """The engine when it carries weights of its own from one update to the next (stale or
+        low-precision rollouts), which the trial's checkpoints must hold; else None."""
+        return self.engine if isinstance(self.engine, MismatchedEngine) else None
+
     @cached_property
     def learner(self) -> Learner:
         return Learner(self.model, self.estimator, self.optimizer, self.scheduler)
