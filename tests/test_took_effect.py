@@ -14,11 +14,13 @@ from ablate.factors.spec import Budget, TrialSpec
 from ablate.report.data.load import StudyData
 from ablate.report.render.took_effect import diagnostics_table, took_effect_table
 from ablate.report.stats.took_effect import (
+    INERT,
     NOT_TESTABLE,
     diagnostics,
     factor_shares,
     inert_arms,
     inert_verdicts,
+    partly_inert_sentences,
 )
 from ablate.testing import zoo_model_built
 
@@ -56,12 +58,12 @@ def test_an_arm_whose_factor_changed_under_one_percent_is_not_testable():
     )
     rows = {r["arm"]: r for r in factor_shares(data)}
     assert set(rows) == {"tis_inert", "tis_live", "mis_edge"}
-    assert rows["tis_inert"]["verdict"] == NOT_TESTABLE
+    assert rows["tis_inert"]["verdict"] == INERT
     assert rows["tis_live"]["share changed"] == pytest.approx(0.4)
     assert rows["mis_edge"]["share changed"] == pytest.approx(0.0125)  # 1.25% took effect
     assert inert_arms(data) == {"tis_inert"}
     table = took_effect_table(data)
-    assert [r["verdict"] for r in table.rows].count(NOT_TESTABLE) == 1
+    assert [r["verdict"] for r in table.rows].count(INERT) == 1
 
 
 def test_a_mismatch_factor_is_read_from_the_share_of_mismatched_tokens():
@@ -100,6 +102,43 @@ def test_an_inert_arms_contrast_verdict_is_not_testable_whatever_its_p():
     assert out[0].verdict == NOT_TESTABLE
     assert out[0].note == "rollout_correction changed 0.1% of training tokens"
     assert out[1] == rows[1]
+
+
+def test_an_arm_is_not_testable_only_when_nothing_it_changes_acted():
+    algorithms = {
+        "grpo": Algorithm(),
+        "bf16_opsm": Algorithm(rollout_precision="bf16", rollout_correction="opsm"),
+        "clip_tis": Algorithm(clip_high=0.28, rollout_correction="token_truncate"),
+        "tis_capped": Algorithm(rollout_correction="token_truncate", rollout_correction_cap=2.0),
+    }
+    logged = {
+        ("bf16_opsm", "offpolicy/mismatched_frac"): 0.25,
+        ("bf16_opsm", "offpolicy/changed_frac"): 0.0,
+        ("clip_tis", "offpolicy/changed_frac"): 0.0,
+        ("tis_capped", "offpolicy/changed_frac"): 0.0,
+    }
+    history = pd.DataFrame(
+        [{"arm": a, "step": 1, "metric": m, "value": v} for (a, m), v in logged.items()]
+    )
+    data = StudyData(
+        "s",
+        "grpo",
+        pd.DataFrame({"arm": list(algorithms)}),
+        history,
+        pd.DataFrame(),
+        pd.DataFrame(),
+        algorithms=algorithms,
+    )
+    rows = factor_shares(data)
+    # a correction and its own parameter are one row: one metric measures both
+    assert [r["factor"] for r in rows if r["arm"] == "tis_capped"] == [
+        "rollout_correction, rollout_correction_cap"
+    ]
+    # the precision acted in bf16_opsm, clip_high (no share metric) may have in clip_tis
+    assert inert_arms(data) == {"tis_capped"}
+    said = partly_inert_sentences(data)
+    assert len(said) == 2 and said[0].startswith("bf16_opsm: rollout_correction changed 0.0%")
+    assert "measures its other differing factors only" in said[1]
 
 
 def test_arms_that_differ_in_unchecked_factors_get_no_row():

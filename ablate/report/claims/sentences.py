@@ -284,8 +284,10 @@ def findings(
 
 
 def caveats(data: StudyData) -> list[str]:
-    """What qualifies the findings: the arms' confounds, then survivorship."""
-    return confound_caveats(data) + survival_caveats(data)
+    """What qualifies the findings: the arms' confounds, their inert factors, then
+    survivorship."""
+    inert = cx.took_effect.partly_inert_sentences(data)
+    return confound_caveats(data) + inert + survival_caveats(data)
 
 
 _VERDICTS = (cx.DIFFERENT, cx.EQUIVALENT, cx.INCONCLUSIVE)

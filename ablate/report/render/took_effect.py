@@ -24,7 +24,8 @@ def took_effect_table(data: StudyData) -> Table:
     ]
     caption = (
         "Share of training tokens each differing factor changed (from the logged metrics); "
-        f"under {INERT_SHARE:.0%} the arm's contrast is {NOT_TESTABLE}."
+        f"under {INERT_SHARE:.0%} it is inert, and an arm whose every differing factor is inert "
+        f"is {NOT_TESTABLE}: its contrast tests nothing that ran."
     )
     return Table(caption, rows)
 
@@ -36,7 +37,7 @@ def _applies(data: StudyData) -> bool:
 def diagnostics_table(data: StudyData) -> Table:
     shares = ("mismatched", "reweighted", "masked", "clipped")
     rows = [
-        {k: (v if k == "arm" else _share(v) if k in shares else _num(v)) for k, v in row.items()}
+        {k: (v if k == "arm" else _share(v) if k in shares else _num(v, k)) for k, v in row.items()}
         for row in diagnostics(data)
     ]
     caption = (
@@ -54,8 +55,10 @@ def _share(v: float) -> str:
     return "–" if v != v else f"{v:.1%}"
 
 
-def _num(v: float) -> str:
-    return "–" if v != v else f"{v:.3g}"
+def _num(v: float, column: str) -> str:
+    if v != v:
+        return "–"
+    return f"{v:.4f}" if column == "Pearson p" else f"{v:.3g}"  # near 1: its digits matter
 
 
 TABLES = (

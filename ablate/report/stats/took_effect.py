@@ -21,6 +21,7 @@ from ablate.report.data.load import StudyData
 #: Below this share of changed tokens/samples a differing factor is inert.
 INERT_SHARE = 0.01
 NOT_TESTABLE = "not testable at this setting"
+INERT = "inert"  # a factor's verdict; an arm with nothing but inert factors is NOT_TESTABLE
 
 _CORRECTION_SHARE = "offpolicy/changed_frac"  # tokens whose loss weight the correction moved off 1
 _MISMATCH_SHARE = "offpolicy/mismatched_frac"  # tokens whose engine log-prob is not the trainer's
@@ -48,44 +49,56 @@ def _mean_share(history: pd.DataFrame, arm: str, metric: str) -> float:
 
 
 def factor_shares(data: StudyData) -> list[dict]:
-    """One row per compared arm and checked differing factor: arm, factor, the share it
-    changed, and the verdict (inert below `INERT_SHARE`)."""
+    """One row per compared arm and checked differing factor (the fields one metric measures
+    together, e.g. a correction and its cap, name one row): arm, factor, the share it changed,
+    the verdict ("inert" below `INERT_SHARE`), and `_all_inert`: whether nothing the arm
+    changes is known to have acted (every differing field checked, every one inert)."""
     ref = data.reference_arm
     ref_algo = data.algorithm(ref)
     rows = []
     for arm in data.compared_arms:
         if arm == ref:
             continue
-        for factor in data.algorithm(arm).diff(ref_algo):
-            metric = SHARE_METRICS.get(factor)
-            if metric is None:
-                continue
+        differing = list(data.algorithm(arm).diff(ref_algo))
+        by_metric: dict[str, list[str]] = {}
+        for field_name in differing:
+            if (metric := SHARE_METRICS.get(field_name)) is not None:
+                by_metric.setdefault(metric, []).append(field_name)
+        mine = []
+        for metric, fields in by_metric.items():
             share = max(
                 _mean_share(data.history, arm, metric), _mean_share(data.history, ref, metric)
             )
             inert = share < INERT_SHARE
-            rows.append(
+            mine.append(
                 {
                     "arm": arm,
-                    "factor": factor,
+                    "factor": ", ".join(fields),
                     "share changed": share,
-                    "verdict": NOT_TESTABLE if inert else "took effect",
+                    "verdict": INERT if inert else "took effect",
                     "_inert": inert,
                 }
             )
+        every = len(differing) == sum(len(f) for f in by_metric.values())
+        all_inert = every and all(r["_inert"] for r in mine)
+        rows += [{**r, "_all_inert": all_inert} for r in mine]
     return rows
 
 
 def inert_arms(data: StudyData) -> set[str]:
-    """The arms with a differing factor that changed under `INERT_SHARE` of what it could."""
-    return {row["arm"] for row in factor_shares(data) if row["_inert"]}
+    """The arms whose every differing factor changed under `INERT_SHARE` of what it could:
+    their contrasts test nothing that ran."""
+    return {row["arm"] for row in factor_shares(data) if row["_all_inert"]}
 
 
 def inert_verdicts(data: StudyData, rows: list[Any]) -> list[Any]:
     """`rows` (contrast rows: `arm`, `verdict`, `note`) with an inert arm's verdict replaced by
     `NOT_TESTABLE`, whatever its p: the factor it tests barely ran, so a difference or an
     equivalence would be read about a factor that was never exercised."""
-    inert = {r["arm"]: r for r in factor_shares(data) if r["_inert"]}
+    inert: dict[str, dict] = {}
+    for r in factor_shares(data):
+        if r["_all_inert"]:
+            inert.setdefault(r["arm"], r)
     out = []
     for row in rows:
         if row.arm in inert:
@@ -94,6 +107,18 @@ def inert_verdicts(data: StudyData, rows: list[Any]) -> list[Any]:
             row = replace(row, verdict=NOT_TESTABLE, note=note)
         out.append(row)
     return out
+
+
+def partly_inert_sentences(data: StudyData) -> list[str]:
+    """A caveat per inert factor of an arm whose other factors acted: its contrast measures
+    those others only."""
+    return [
+        f"{r['arm']}: {r['factor']} changed {r['share changed']:.1%} of training tokens (inert "
+        f"at this setting): its contrast with {data.reference_arm} measures its other "
+        "differing factors only."
+        for r in factor_shares(data)
+        if r["_inert"] and not r["_all_inert"]
+    ]
 
 
 #: The off-policy diagnostics the report tabulates per arm: metric -> (column, how steps combine).
