@@ -196,3 +196,20 @@ def test_the_diagnostics_table_averages_each_arms_steps_and_takes_the_largest_ga
     assert row["ESS"] != row["ESS"]  # not logged: NaN, shown as a dash
     (shown,) = diagnostics_table(data).rows
     assert shown["masked"] == "12.5%" and shown["ESS"] == "–"
+
+
+def test_no_arm_of_the_quickstart_is_flagged():
+    from pathlib import Path
+
+    from ablate.study import load_study
+
+    study = load_study(Path(__file__).parents[1] / "studies" / "quickstart.py")
+    algorithms = {a.name: a.algorithm for a in study.arms}
+    history = pd.DataFrame(columns=["arm", "step", "metric", "value"])
+    empty = pd.DataFrame()
+    arms = pd.DataFrame({"arm": list(algorithms)})
+    data = StudyData("quickstart", "grpo", arms, history, empty, empty, algorithms=algorithms)
+    # its arms differ in factors no share metric covers (scale, loss_agg, clip, ratio level,
+    # reward controls): none is checked, none is flagged
+    assert len(data.compared_arms) >= 4
+    assert factor_shares(data) == [] and inert_arms(data) == set()
