@@ -10,7 +10,7 @@ token TIS (verl decoupled_token_is: cap 2), token MIS/IcePop (verl bypass_pg_tok
 
 Every arm runs GRPO's core with 4 mini-batches per rollout and no KL (quickstart's schedule), so
 arms differ only in the mismatch and the correction; the reference is no mismatch, no correction.
-At 3 seeds this is a screen: the report's task-level contrasts say which corrections move pass@1
+At 5 seeds this is a screen: the report's task-level contrasts say which corrections move pass@1
 beyond ±0.03 at which mismatch, and its diagnostics (offpolicy/ metrics: log-prob gap, Pearson
 correlation, k3 KL, masked share, ESS) say how large each mismatch was.
 """
@@ -51,7 +51,7 @@ STUDY = Study(
         for m, mismatch in MISMATCHES.items()
         for c, correction in CORRECTIONS.items()
     ],
-    seeds=[0, 1, 2],
+    seeds=[0, 1, 2, 3, 4],
     budget=Budget(max_steps=50, prompts_per_step=8, group_size=8, max_new_tokens=80),
     eval=EvalSpec(every=25, n_samples=2, ks=(1, 2)),
     effect_of_interest=0.03,

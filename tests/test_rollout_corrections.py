@@ -247,3 +247,14 @@ def test_trl_spellings_export_back_to_their_mode():
     assert mask["vllm_importance_sampling_mode"] == "token_mask"
     assert mask["vllm_importance_sampling_clip_min"] == 1e-10
     assert _keys("off_policy_mask_threshold@trl", "trl")["off_policy_mask_threshold"] == 0.5
+
+
+def test_effective_sample_size_is_one_uniform_one_over_n_for_one_token_zero_for_none():
+    from ablate.stages.offpolicy import effective_sample_size
+
+    assert effective_sample_size(torch.full((4,), 0.7, dtype=torch.float64)) == pytest.approx(1.0)
+    assert effective_sample_size(torch.tensor([0.0, 0.0, 3.0, 0.0])) == pytest.approx(0.25)
+    assert effective_sample_size(torch.zeros(5)) == 0.0  # every token rejected: nothing learned
+    w = torch.tensor([0.5, 1.0, 2.0, 0.25], dtype=torch.float64)
+    verl = 1.0 / float(((w / w.mean()) ** 2).mean())  # rollout_is_eff_sample_size
+    assert effective_sample_size(w) == pytest.approx(verl, rel=1e-12)

@@ -87,7 +87,7 @@ def correction_metrics(
     off 1 (`changed_frac`: what the inert-factor check reads), the share it weighted out or
     rejected (`masked_frac`, per token and per sequence), the share truncation bound
     (`clipped_frac`: ρ above the cap, weight = cap), and the weights' mean and effective sample
-    size (1 / mean((w / mean w)²), verl's rollout_is_eff_sample_size; 1 = uniform weights)."""
+    size (`effective_sample_size`)."""
     m = mask > 0
     rows = m.any(-1)
     if not bool(m.any()):
@@ -99,12 +99,20 @@ def correction_metrics(
     rho = torch.exp((trainer_logp - engine_logp).clamp(-LOG_RATIO_LIMIT, LOG_RATIO_LIMIT))
     clipped = (rho > cap) & (weights == cap) & m
     w_mean = masked_mean(w, mask.double())
-    ess = 1.0 / masked_mean((w / (w_mean + 1e-8)) ** 2, mask.double()).clamp(min=1e-12)
+    ess = effective_sample_size(w[m])
     return {
         "offpolicy/changed_frac": (w != 1)[m].double().mean().item(),
         "offpolicy/masked_frac": off[m].double().mean().item(),
         "offpolicy/masked_seq_frac": (off.any(-1) & rows).double().sum().item() / rows.sum().item(),
         "offpolicy/clipped_frac": clipped[m].double().mean().item(),
         "offpolicy/is_weight_mean": w_mean.item(),
-        "offpolicy/ess": ess.item(),
+        "offpolicy/ess": ess,
     }
+
+
+def effective_sample_size(w: Tensor) -> float:
+    """(Σw)² / (N Σw²) of the weights [N]: 1 when uniform, 1/N when one token carries them all,
+    0 when every weight is 0 (nothing is learned from the batch). It is verl's
+    rollout_is_eff_sample_size, 1 / mean((w / mean w)²), where that is defined."""
+    total_sq = float((w * w).sum())
+    return float(w.sum()) ** 2 / (len(w) * total_sq) if total_sq > 0 else 0.0
