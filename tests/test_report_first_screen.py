@@ -62,6 +62,45 @@ def test_the_opening_states_the_training_budget(data):
     assert opening.training_budget(dataclasses.replace(data, budget=None)) == ""
 
 
+def test_a_tuned_study_states_each_arms_learning_rate_and_an_eval_at_the_end_only(data):
+    import pandas as pd
+
+    tuning = pd.DataFrame(
+        [
+            {
+                "arm": "grpo",
+                "number": 0,
+                "score": 0.5,
+                "state": "finished",
+                "chosen": True,
+                "lr": 1.6e-5,
+            },
+            {
+                "arm": "better",
+                "number": 0,
+                "score": 0.6,
+                "state": "finished",
+                "chosen": True,
+                "lr": 2.7e-5,
+            },
+            {
+                "arm": "better",
+                "number": 1,
+                "score": 0.4,
+                "state": "finished",
+                "chosen": False,
+                "lr": 9e-5,
+            },
+        ]
+    )
+    eval_spec = EvalSpec(at_start=False, n_samples=2)
+    said = opening.training_budget(dataclasses.replace(data, tuning=tuning, eval_spec=eval_spec))
+    assert "learning rate tuned per arm (grpo 1.6e-5, better 2.7e-5)" in said
+    assert "learning rate 3e-5" not in said
+    assert opening._start_and_end(eval_spec) == "at the end"  # the final eval only
+    assert opening._start_and_end(EvalSpec()) == "at the start and the end"
+
+
 def test_the_first_screen_is_the_results_paragraph_and_the_rest_is_below_the_fold(data, written):
     folder, md, text = written
     page = build.study_page(data, tables.build_tables(data), sorted(folder.glob("figures/*.png")))

@@ -76,14 +76,28 @@ def training_budget(data: StudyData) -> str:
     if b.max_generated_tokens:
         parts.append(f"stopping at {numbers.integer(b.max_generated_tokens)} generated tokens")
     if o is not None:
-        parts.append(f"AdamW, learning rate {numbers.rate(o.lr)}")
+        parts.append(f"AdamW, {_learning_rate(data, o.lr)}")
     parts.append(_seeds(data))
     problems = eval_problems(data)
     if problems and e is not None:
-        when = f"every {e.every} steps" if e.every else "at the start and the end"
+        when = f"every {e.every} steps" if e.every else _start_and_end(e)
         tokens = f" and every {numbers.integer(e.every_tokens)} tokens" if e.every_tokens else ""
         parts.append(f"eval on {problems} problems × {e.n_samples} samples, {when}{tokens}")
     return "Training budget: " + "; ".join(parts) + "."
+
+
+def _learning_rate(data: StudyData, shared: float) -> str:
+    """The study's lr, or each arm's where tuning chose it (`Study(tune=...)`)."""
+    tuned = {arm: v["lr"] for arm, v in data.chosen().items() if "lr" in v}
+    if not tuned:
+        return f"learning rate {numbers.rate(shared)}"
+    arms = [a for a in dict.fromkeys(data.trials["arm"]) if a in tuned]
+    each = ", ".join(f"{a} {numbers.rate(tuned[a])}" for a in arms)
+    return f"learning rate tuned per arm ({each})"
+
+
+def _start_and_end(e) -> str:
+    return "at the start and the end" if e.at_start else "at the end"
 
 
 def design(data: StudyData) -> str:
