@@ -92,7 +92,7 @@ def _learning_rate(data: StudyData, shared: float) -> str:
     if not tuned:
         return f"learning rate {numbers.rate(shared)}"
     arms = [a for a in dict.fromkeys(data.trials["arm"]) if a in tuned]
-    each = ", ".join(f"{a} {numbers.rate(tuned[a])}" for a in arms)
+    each = ", ".join(f"{a} {numbers.rate(float(f'{tuned[a]:.3g}'))}" for a in arms)
     return f"learning rate tuned per arm ({each})"
 
 
