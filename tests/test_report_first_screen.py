@@ -73,7 +73,7 @@ def test_a_tuned_study_states_each_arms_learning_rate_and_an_eval_at_the_end_onl
                 "score": 0.5,
                 "state": "finished",
                 "chosen": True,
-                "lr": 1.6e-5,
+                "lr": 1.60519e-5,
             },
             {
                 "arm": "better",
