@@ -95,7 +95,7 @@ def test_a_tuned_study_states_each_arms_learning_rate_and_an_eval_at_the_end_onl
     )
     eval_spec = EvalSpec(at_start=False, n_samples=2)
     said = opening.training_budget(dataclasses.replace(data, tuning=tuning, eval_spec=eval_spec))
-    assert "learning rate tuned per arm (grpo 1.6e-5, better 2.7e-5)" in said
+    assert "learning rate tuned per arm (grpo 1.61e-5, better 2.7e-5)" in said
     assert "learning rate 3e-5" not in said
     assert opening._start_and_end(eval_spec) == "at the end"  # the final eval only
     assert opening._start_and_end(EvalSpec()) == "at the start and the end"
