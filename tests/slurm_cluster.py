@@ -115,7 +115,10 @@ def write_conf(folder: Path) -> Cluster:
         "SelectTypeParameters=CR_Core",
         "ReturnToService=2",
         "MpiDefault=none",
-        "KillWait=10",
+        # SIGTERM → SIGKILL grace for a trial's clean stop (run KILLED, lease released), which
+        # may wait on SQLite's lock beside the other array task: at 10 s a scancel'd run once
+        # stayed RUNNING on a loaded machine (1 of 4 runs; cause not pinned down)
+        "KillWait=30",
         "MinJobAge=600",
         f"SlurmctldPort={_free_port()}",
         f"SlurmdPort={_free_port()}",

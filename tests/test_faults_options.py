@@ -130,12 +130,16 @@ def test_bad_slurm_options_are_refused_when_built(case):
     assert words in str(raised.value), str(raised.value)
 
 
-def test_every_sbatch_line_the_launcher_writes_is_refused_as_an_extra_key(tmp_path):
+def test_every_sbatch_line_the_launcher_writes_is_refused_as_an_extra_key(tmp_path, monkeypatch):
     """The owned keys are read off the script submitit really writes for the launcher's
     parameters: an option the launcher starts writing later fails this test."""
-    from submitit.slurm.slurm import _make_sbatch_string
+    from submitit.slurm.slurm import SlurmExecutor, _make_sbatch_string
 
     from ablate.launch.slurm import _executor
+
+    # submitit refuses to build a Slurm executor where `srun` is not on PATH; this test only
+    # writes the script (nothing is submitted), so it must not depend on Slurm being installed.
+    monkeypatch.setattr(SlurmExecutor, "affinity", classmethod(lambda cls: 2))
 
     study = _study(name="owned")
     full = SlurmOptions(partition="p", gpus_per_task=1, mem_gb=2.0, array_parallelism=2)

@@ -215,6 +215,14 @@ def first_checkpoint(results: Path, name: str, trial_ids: list[str]) -> str | No
     return None
 
 
+def task_logs(results: Path, name: str, tail: int = 1500) -> str:
+    """The end of every array task's submitit log (what a failed assertion shows)."""
+    files = sorted((results / name / "slurm" / "logs").rglob("*"))
+    return "\n".join(
+        f"== {f.name}\n{f.read_text(errors='replace')[-tail:]}" for f in files if f.is_file()
+    )
+
+
 def lease_owner(results: Path, name: str, trial_id: str) -> str | None:
     uri = tracking.default_uri(results)
     held = tracking.leases_of(tracking.open_store(uri), results).holder(f"{name}/{trial_id}")
@@ -246,7 +254,9 @@ def test_a_task_stopped_mid_trial_is_resumed_by_the_next_submission(how, slurm_c
     # scancel: SIGTERM stops the trial cleanly (run KILLED, lease released); SIGKILL: nothing
     # could close anything (run RUNNING, lease held by a dead process)
     if how == "scancel":
-        assert stopped == "KILLED" and lease_owner(results, name, victim) is None
+        logs = task_logs(results, name)
+        assert stopped == "KILLED", f"run {stopped} after scancel; the tasks' logs:\n{logs}"
+        assert lease_owner(results, name, victim) is None, logs
         states = {t["JobState"] for t in jobcomp(slurm_cluster, record["job_id"])}
         assert "CANCELLED" in states
     else:

@@ -10,7 +10,17 @@ from typing import Any
 
 from ablate.base.errors import ConfigError
 
-SECTIONS = ("trl", "natural", "profile", "rollout", "flops", "overhead", "scaling", "study")
+SECTIONS = (
+    "trl",
+    "natural",
+    "profile",
+    "rollout",
+    "flops",
+    "overhead",
+    "scaling",
+    "study",
+    "batching",
+)
 #: Longest completion allowed (the zoo models have 192 positions; prompts take ~25).
 MAX_LENGTH = 128
 
@@ -39,6 +49,11 @@ class SuiteOptions:
     study_workers: tuple[int, ...] = (1, 2)
     study_repeats: int = 3
     study_steps: int = 5
+    batch_trials: tuple[int, ...] = (3, 5)  # seeds per arm: trials stacked, and the study's seeds
+    batch_workers: int = 2
+    batch_steps: int | None = None  # None: the quickstart's budget (50 steps)
+    batch_eval_problems: int | None = None  # None: the quickstart's eval (256 problems)
+    batch_new_tokens: int = 40
 
     @classmethod
     def quick(cls, **overrides: Any) -> SuiteOptions:
@@ -59,6 +74,10 @@ class SuiteOptions:
             study_trials=(1, 2),
             study_repeats=1,
             study_steps=2,
+            batch_trials=(2,),
+            batch_steps=2,
+            batch_eval_problems=4,
+            batch_new_tokens=8,
         )
         return replace(small, **overrides)
 

@@ -39,6 +39,7 @@ TITLES = {
     "overhead": "4. Harness overhead (diagnostics + MLflow tracking)",
     "scaling": "5a. How step cost grows with G and T (ablate, 0.53M)",
     "study": "5b. Study wall time vs trials and `--workers` (the real runner)",
+    "batching": "6. Trials per hour: one trial per process, and what seed-batching could add",
 }
 
 NOTES = {

@@ -1,12 +1,14 @@
-"""The benchmark suite behind `python -m devtools bench`: seven sections, each a list of `Row`s.
+"""The benchmark suite behind `python -m devtools bench`: nine sections, each a list of `Row`s.
 
 trl       RL step time, ablate vs TRL GRPOTrainer on identical work (interleaved in-process)
 natural   the same and rollouts vs `model.generate`, with completions ending at EOS (natural.py)
+profile   where the natural-length step's time goes, phase by phase (profile.py)
 rollout   rollout tokens/s with log-probs, our sampler vs `model.generate`
 flops     train-step FLOP utilisation against a matmul peak measured in the same run
 overhead  share of a step spent in diagnostics and MLflow tracking
 scaling   ablate step time vs group size G and completion length T
 study     study wall time vs number of trials and `--workers` (the real runner)
+batching  trials per hour of the quickstart's arms, and the most seed-batching could add
 
 Every figure is a median over repeats with its min and max; every comparison is a ratio of two
 series measured interleaved in this process.
@@ -239,6 +241,12 @@ def section_profile(bench: Bench) -> list[Row]:
     return run(bench)
 
 
+def section_batching(bench: Bench) -> list[Row]:
+    from devtools.bench.batching import section_batching as run
+
+    return run(bench)
+
+
 SECTION_RUNNERS: dict[str, Callable[[Bench], list[Row]]] = {
     "trl": section_trl,
     "natural": section_natural,
@@ -248,6 +256,7 @@ SECTION_RUNNERS: dict[str, Callable[[Bench], list[Row]]] = {
     "overhead": section_overhead,
     "scaling": section_scaling,
     "study": section_study,
+    "batching": section_batching,
 }
 
 
