@@ -150,8 +150,8 @@ def quickstart_arms(name: str, seeds: int, steps: int | None, eval_problems: int
 def trials_per_hour(results: Path, seeds: int, options: Any) -> tuple[float, int]:
     """(wall seconds, trials) of the quickstart's arms at `seeds` seeds through the real runner,
     one trial per process, `options.batch_workers` at a time."""
-    from ablate.study.runner import run_study
     from ablate.tracking import default_uri, open_store
+    from devtools.bench.scaling import time_study
 
     uri = default_uri(results)
     open_store(uri).init()
@@ -159,12 +159,7 @@ def trials_per_hour(results: Path, seeds: int, options: Any) -> tuple[float, int
     study = quickstart_arms(
         f"bench-quickstart-{seeds}seeds", seeds, o.batch_steps, o.batch_eval_problems
     )
-    start = time.perf_counter()
-    outcomes = run_study(study, results_dir=results, workers=o.batch_workers, tracking_uri=uri)
-    seconds = time.perf_counter() - start
-    if not outcomes or any(o.outcome != "finished" for o in outcomes):
-        raise RuntimeError(f"benchmark study {study.name} did not finish every trial")
-    return seconds, len(outcomes)
+    return time_study(study, results, uri, o.batch_workers), len(study.trials())
 
 
 def section_batching(bench: Any) -> list[Row]:

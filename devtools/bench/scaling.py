@@ -86,7 +86,7 @@ def time_study(study, results_dir: Path, uri: str, workers: int) -> float:
     outcomes = run_study(study, results_dir=results_dir, workers=workers, tracking_uri=uri)
     seconds = time.perf_counter() - start
     bad = [o for o in outcomes if o.outcome != "finished"]
-    if len(outcomes) != len(study.seeds) or bad:
+    if len(outcomes) != len(study.trials()) or bad:
         detail = "; ".join(f"{o.trial_id}: {o.outcome} {o.message}" for o in bad)
         raise RuntimeError(f"benchmark study {study.name} did not finish: {detail}")
     return seconds

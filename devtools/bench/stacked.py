@@ -23,6 +23,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from ablate.models.fast_llama import rope_tables, rotate
+
 
 @dataclass(frozen=True)
 class StackedLayer:
@@ -45,6 +47,7 @@ class StackedWeights:
     head_dim: int
     eps: float
     inv_freq: Tensor  # [D / 2]
+    rope_scaling: float = 1.0  # default RoPE (what `stack_models` accepts): no scaling
 
     @property
     def trials(self) -> int:
@@ -113,14 +116,9 @@ def _norm(x: Tensor, weight: Tensor, eps: float) -> Tensor:
 
 
 def _rope(w: StackedWeights, positions: Tensor) -> tuple[Tensor, Tensor]:
-    """cos and signed sin [S, 1, D] for positions [S] (rotate_half folded into a roll)."""
-    freqs = positions[:, None].float() * w.inv_freq.float()
-    cos, sin = freqs.cos(), freqs.sin()
-    return torch.cat([cos, cos], -1)[:, None], torch.cat([-sin, sin], -1)[:, None]
-
-
-def _rotate(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
-    return x * cos + x.roll(x.shape[-1] // 2, -1) * sin
+    """cos and signed sin [1, S, 1, D] for positions [S]: fast_llama's tables, which read only
+    the weights' `inv_freq` and `rope_scaling`."""
+    return rope_tables(w, positions[None], w.embed.dtype)  # type: ignore[arg-type]
 
 
 def _layer(x: Tensor, lw: StackedLayer, w: StackedWeights, rope, attend) -> Tensor:
@@ -129,7 +127,7 @@ def _layer(x: Tensor, lw: StackedLayer, w: StackedWeights, rope, attend) -> Tens
     hd, h, hk = w.head_dim, w.heads, w.kv_heads
     qkv = torch.bmm(_norm(x.view(t, b * s, d), lw.ln1, w.eps), lw.qkv)
     qkv = qkv.view(t * b, s, h + 2 * hk, hd)
-    qk = _rotate(qkv[:, :, : h + hk], *rope)
+    qk = rotate(qkv[:, :, : h + hk], *rope)
     q, k, v = qk[:, :, :h], qk[:, :, h:], qkv[:, :, h + hk :]
     attn = attend(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2))
     attn = attn.transpose(1, 2).reshape(t, b * s, h * hd)
@@ -182,7 +180,7 @@ class StackedDecoder:
     def step(self, tokens: Tensor) -> Tensor:
         """Logits [T, B, V] after feeding tokens [T, B] at the next position."""
         pos = self.length
-        rope = (self.cos[pos : pos + 1], self.sin[pos : pos + 1])
+        rope = (self.cos[:, pos : pos + 1], self.sin[:, pos : pos + 1])
         gqa = self.w.heads != self.w.kv_heads
         x = _embed(self.w, tokens[:, :, None])
         for i, lw in enumerate(self.w.layers):
