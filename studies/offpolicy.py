@@ -3,10 +3,13 @@ mismatch, on the RL-ready base with matched seeds.
 
 Mismatch levels (issue 45): none (the engine is the trainer: every correction must be inert and
 the report's "took effect" table says so), bf16 rollouts (the engine samples from a bf16 copy of
-the weights while the trainer learns in fp32), and staleness 2 and 4 (rollouts from the policy 2
-or 4 updates old, as asynchronous trainers run). Corrections at their peers' defaults: none,
-token TIS (verl decoupled_token_is: cap 2), token MIS/IcePop (verl bypass_pg_token_icepop: band
-[0.5, 5]), geo_rs (verl's seq_mean_k1 default band ±0.1%) and OPSM (TRL's example δ = 0.5).
+the weights while the trainer learns in fp32), staleness 2 and 4 (rollouts from the policy 2
+or 4 updates old, as asynchronous trainers run), and vLLM (the real engine's kernels against the
+trainer's forward, the mismatch the corrections exist for: `engine="vllm"` on those arms, its
+CPU build here; run the study with `.venv-vllm/bin/ablate`, after `make install-vllm`).
+Corrections at their peers' defaults: none, token TIS (verl decoupled_token_is: cap 2), token
+MIS/IcePop (verl bypass_pg_token_icepop: band [0.5, 5]), geo_rs (verl's seq_mean_k1 default
+band ±0.1%) and OPSM (TRL's example δ = 0.5).
 
 Every arm runs GRPO's core with 4 mini-batches per rollout and no KL (quickstart's schedule), so
 arms differ only in the mismatch and the correction; the reference is no mismatch, no correction.
@@ -24,6 +27,7 @@ MISMATCHES = {
     "bf16": {"rollout_precision": "bf16"},
     "stale2": {"rollout_staleness": 2},
     "stale4": {"rollout_staleness": 4},
+    "vllm": {"engine": "vllm"},  # an arm's own engine (`arm(engine=...)`), not a factor field
 }
 CORRECTIONS = {
     "plain": {},

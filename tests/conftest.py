@@ -80,19 +80,3 @@ def slurm_cluster():
         yield cluster
     finally:
         context.__exit__(None, None, None)
-
-
-@pytest.fixture
-def fake_vllm(monkeypatch):
-    """The fake `vllm` (`ablate.testing.vllm`) installed for one test: CUDA reported present,
-    torch.cuda's memory calls answered by the fake's device, no atexit hook, no inherited vLLM
-    environment; the process's vLLM engine is closed after the test."""
-    from ablate.rollout import vllm as vllm_engine
-    from ablate.testing.vllm import FakeVLLM
-
-    fake = FakeVLLM().install(monkeypatch)
-    monkeypatch.setattr(vllm_engine, "_EXIT_HOOK", True)  # no atexit hook per test
-    monkeypatch.delenv("VLLM_ENABLE_V1_MULTIPROCESSING", raising=False)
-    monkeypatch.delenv("TRITON_F32_DEFAULT", raising=False)
-    yield fake
-    vllm_engine.close()

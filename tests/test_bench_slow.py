@@ -52,5 +52,6 @@ def test_quick_suite_writes_every_section(tmp_path, capsys):
     # 4.2M not run: no FLOP target
     assert {r["section"] for r in targeted} == {"trl", "natural", "rollout", "overhead"}
     assert all(r["meets_target"] in ("true", "false") for r in targeted)
-    assert all(float(r["min"]) <= float(r["median"]) <= float(r["max"]) for r in rows)
+    measured = [r for r in rows if r["repeats"] != "0"]  # vllm_cpu is skipped without .venv-vllm
+    assert all(float(r["min"]) <= float(r["median"]) <= float(r["max"]) for r in measured)
     assert "wrote" in capsys.readouterr().out

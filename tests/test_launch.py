@@ -158,10 +158,12 @@ def test_options_command_line_over_study_and_gpus_for_vllm():
     assert got.options.gpus_per_task is None and study_launch.options.partition == "a"
     assert resolve(study_launch, "local").launcher == "local"
     assert resolve(None).launcher == "local"
-    assert SlurmOptions().gpus_for("vllm", "cpu") == 1
-    assert SlurmOptions().gpus_for("hf", "cuda:0") == 1
-    assert SlurmOptions().gpus_for("hf", "cpu") == 0
-    assert SlurmOptions(gpus_per_task=4).gpus_for("hf", "cpu") == 4
+    assert SlurmOptions().gpus_for({"vllm"}, "auto") == 1
+    assert SlurmOptions().gpus_for({"hf", "vllm"}, "cuda") == 1
+    assert SlurmOptions().gpus_for({"vllm"}, "cpu") == 0  # vLLM's CPU build
+    assert SlurmOptions().gpus_for({"hf"}, "cuda:0") == 1
+    assert SlurmOptions().gpus_for({"hf"}, "cpu") == 0
+    assert SlurmOptions(gpus_per_task=4).gpus_for({"hf"}, "cpu") == 4
     with pytest.raises(ConfigError, match="local, slurm"):
         Launch(launcher="ssh")
     with pytest.raises(ConfigError, match="must be >= 1"):

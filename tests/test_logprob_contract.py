@@ -5,8 +5,8 @@ the top-k tokens and then to the top-p nucleus when those are set, renormalised:
 forward computes; training refuses top-p/top-k, evaluation may use them.
 
 Each engine's log-probs are checked against that distribution recomputed from the model's full
-forward: `HFEngine` and `VLLMEngine` on the fake `vllm`, which samples as vLLM's v1 sampler does
-and honours temperature, top-k, top-p and the `logprobs_mode`."""
+forward: `HFEngine` here, `VLLMEngine` on the real engine in the vLLM lane
+(tests/vllm_lane/test_vllm_logprob_contract.py, which runs these same checks)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,6 @@ from ablate.base.errors import ConfigError
 from ablate.base.records import SamplingParams
 from ablate.factors.presets import baseline
 from ablate.factors.spec import Budget, TrialSpec
-from ablate.rollout import vllm as vllm_engine
 from ablate.rollout.hf import HFEngine
 from ablate.stages.forward import completion_outputs, model_inputs
 from ablate.testing import char_tokenizer, tiny_llama
@@ -34,6 +33,10 @@ SETTINGS = {
 
 @pytest.fixture
 def model_and_tokenizer():
+    return peaked_model_and_tokenizer()
+
+
+def peaked_model_and_tokenizer():
     """A tiny Llama with a peaked next-token distribution, so that top-p and top-k cut it."""
     tokenizer = char_tokenizer()
     model = tiny_llama(seed=0, tokenizer=tokenizer)
@@ -66,66 +69,42 @@ def sample(engine_name: str, model, tokenizer, sampling: SamplingParams, n: int 
     if engine_name == "hf":
         engine = HFEngine(model, tokenizer)
     else:
-        engine = vllm_engine.VLLMEngine(model, tokenizer)
+        from ablate.rollout.vllm import VLLMEngine  # the vLLM lane only
+
+        engine = VLLMEngine(model, tokenizer)
     return engine.generate(PROMPTS, n, sampling)
 
 
-@pytest.mark.parametrize("engine_name", ["hf", "vllm"])
-@pytest.mark.parametrize("setting", list(SETTINGS))
-def test_each_engines_logprobs_are_those_of_the_distribution_it_sampled(
-    fake_vllm, model_and_tokenizer, engine_name, setting
-):
-    model, tokenizer = model_and_tokenizer
+def contract_gap(engine_name: str, model, tokenizer, setting: str) -> float:
+    """Max |engine - contract| log-prob over the samples of `setting`; also checks that a
+    filtering setting really cuts the distribution."""
     sampling = SamplingParams(max_new_tokens=10, seed=3, **SETTINGS[setting])
     rollouts = sample(engine_name, model, tokenizer, sampling)
     valid = rollouts.completion_mask > 0
     expected = contract_logprobs(model, rollouts, sampling)[valid]
-    got = rollouts.logprobs[valid]
-    gap = float((got - expected).abs().max())
-    assert gap < 1e-4, f"{engine_name}, {setting}: max |engine - contract| log-prob {gap:.2e}"
     if sampling.filters_distribution:  # the cut is real: the full distribution's differ
         unfiltered = SamplingParams(max_new_tokens=1, temperature=sampling.temperature)
         full = contract_logprobs(model, rollouts, unfiltered)[valid]
         assert float((full - expected).abs().max()) > 1e-2
+    return float((rollouts.logprobs[valid] - expected).abs().max())
 
 
-@pytest.mark.parametrize("engine_name", ["hf", "vllm"])
-def test_greedy_logprobs_are_the_untempered_distributions(
-    fake_vllm, model_and_tokenizer, engine_name
-):
-    model, tokenizer = model_and_tokenizer
+def greedy_gap(engine_name: str, model, tokenizer) -> float:
     sampling = SamplingParams(max_new_tokens=8, temperature=0.0)
     rollouts = sample(engine_name, model, tokenizer, sampling, n=1)
     valid = rollouts.completion_mask > 0
     expected = contract_logprobs(model, rollouts, sampling)[valid]
-    assert float((rollouts.logprobs[valid] - expected).abs().max()) < 1e-4
+    return float((rollouts.logprobs[valid] - expected).abs().max())
 
 
-def test_the_fake_reports_raw_logprobs_when_asked_and_they_break_the_contract(
-    monkeypatch, model_and_tokenizer, tmp_path
-):
-    """vLLM's default mode, "raw_logprobs", is the log-softmax before temperature and top-p: the
-    fake honours the mode, so a test sees the mismatch ablate's "processed_logprobs" avoids."""
-    from ablate.testing.vllm import FakeVLLM
+@pytest.mark.parametrize("setting", list(SETTINGS))
+def test_hfengines_logprobs_are_those_of_the_distribution_it_sampled(model_and_tokenizer, setting):
+    gap = contract_gap("hf", *model_and_tokenizer, setting)
+    assert gap < 1e-4, f"{setting}: max |engine - contract| log-prob {gap:.2e}"
 
-    fake = FakeVLLM().install(monkeypatch)
-    model, tokenizer = model_and_tokenizer
-    model.save_pretrained(tmp_path)
-    tokenizer.save_pretrained(tmp_path)
-    ids = tokenizer("1+2=")["input_ids"]
-    outputs = {}
-    for mode in ("raw_logprobs", "processed_logprobs"):
-        llm = fake.LLM(str(tmp_path), logprobs_mode=mode, gpu_memory_utilization=0.3)
-        params = fake.SamplingParams(temperature=0.7, top_p=0.8, max_tokens=8, logprobs=0, seed=5)
-        (out,) = llm.generate([fake.TokensPrompt(prompt_token_ids=ids)], [params])
-        outputs[mode] = out.outputs[0]
-    raw, processed = outputs["raw_logprobs"], outputs["processed_logprobs"]
-    assert raw.token_ids == processed.token_ids  # same seed, same samples: only the report differs
-    gaps = [
-        abs(r[t].logprob - p[t].logprob)
-        for t, r, p in zip(raw.token_ids, raw.logprobs, processed.logprobs, strict=True)
-    ]
-    assert max(gaps) > 1e-2
+
+def test_hfengines_greedy_logprobs_are_the_untempered_distributions(model_and_tokenizer):
+    assert greedy_gap("hf", *model_and_tokenizer) < 1e-4
 
 
 @pytest.mark.parametrize("budget", [Budget(top_p=0.9), Budget(top_k=4)], ids=["top_p", "top_k"])
@@ -137,9 +116,7 @@ def test_training_refuses_top_p_and_top_k_before_any_compute(budget, engine):
     assert "evaluation only" in problem and "top_p=1, top_k=0" in problem
 
 
-def test_evaluation_may_still_sample_with_top_p_and_top_k(fake_vllm, model_and_tokenizer):
-    model, tokenizer = model_and_tokenizer
+def test_evaluation_may_still_sample_with_top_p_and_top_k(model_and_tokenizer):
     sampling = SamplingParams(max_new_tokens=6, top_p=0.5, top_k=3, seed=1)
-    for name in ("hf", "vllm"):
-        rollouts = sample(name, model, tokenizer, sampling, n=2)
-        assert rollouts.num_samples == 6 and not rollouts.logprobs_exact
+    rollouts = sample("hf", *model_and_tokenizer, sampling, n=2)
+    assert rollouts.num_samples == 6 and not rollouts.logprobs_exact

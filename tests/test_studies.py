@@ -122,3 +122,22 @@ def test_gpu_template_arms_share_one_schedule(monkeypatch, tmp_path):
             pytest.skip(f"GPU template needs real files: {exc}")
     assert {a.algorithm.updates_per_rollout for a in study.arms} == {4}
     assert {a.algorithm.kl_coef for a in study.arms} == {0.0}
+
+
+def test_the_vllm_studies_load_and_differ_from_their_hf_twins_only_by_the_engine():
+    aa = load_study(STUDIES / "engine_aa.py")
+    engines = {t.arm: t.spec.engine for t in aa.trials()}
+    assert engines == {"grpo_hf": "hf", "grpo_vllm": "vllm"}
+    assert aa.arm("grpo_hf").algorithm == aa.arm("grpo_vllm").algorithm
+    assert aa.equivalence_margin == 0.03 and len(aa.seeds) >= 5
+    quick = load_study(STUDIES / "vllm_quickstart.py")
+    assert quick.engines == {"vllm"} and len(quick.seeds) == 2 and len(quick.arms) == 2
+    row = load_study(STUDIES / "offpolicy_vllm.py")
+    full = load_study(STUDIES / "offpolicy.py")
+    by_name = {a.name: a for a in full.arms}
+    for a in row.arms:  # the vLLM row is the no-mismatch row's algorithms on the other engine
+        assert a == by_name[a.name]
+        if a.name.startswith("vllm_"):
+            twin = by_name["none_" + a.name.removeprefix("vllm_")]
+            assert (a.engine, a.algorithm) == ("vllm", twin.algorithm)
+    assert len(row.arms) == 10 and row.reference_arm == "none_plain"

@@ -11,6 +11,7 @@ import pytest
 from ablate.factors.algorithms import Algorithm
 from ablate.factors.eval_spec import EvalSpec
 from ablate.factors.spec import Budget, TrialSpec
+from ablate.report.data.arms import arm_engine
 from ablate.report.data.load import StudyData
 from ablate.report.render.took_effect import diagnostics_table, took_effect_table
 from ablate.report.stats.took_effect import (
@@ -139,6 +140,28 @@ def test_an_arm_is_not_testable_only_when_nothing_it_changes_acted():
     said = partly_inert_sentences(data)
     assert len(said) == 2 and said[0].startswith("bf16_opsm: rollout_correction changed 0.0%")
     assert "measures its other differing factors only" in said[1]
+
+
+def test_a_correction_inert_on_another_engine_leaves_the_engines_contrast_testable():
+    """vLLM's fp32 kernels moved no token by 1e-4 (the lane measures it): TIS on them is inert,
+    but the arm also samples with another engine, so its contrast still tests that."""
+    algorithms = {"grpo": Algorithm(), "vllm_tis": Algorithm(rollout_correction="token_truncate")}
+    algorithms["hf_tis"] = algorithms["vllm_tis"]
+    history = pd.DataFrame(
+        [
+            {"arm": a, "step": 1, "metric": "offpolicy/changed_frac", "value": 0.0}
+            for a in ("vllm_tis", "hf_tis")
+        ]
+    )
+    trials = pd.DataFrame({"arm": list(algorithms), "engine": ["hf", "vllm", "hf"]})
+    data = StudyData(
+        "s", "grpo", trials, history, pd.DataFrame(), pd.DataFrame(), algorithms=algorithms
+    )
+    assert arm_engine(trials, "vllm_tis") == "vllm" and arm_engine(trials, "grpo") == "hf"
+    assert arm_engine(trials.drop(columns="engine"), "vllm_tis") == "hf"  # an older table
+    assert inert_arms(data) == {"hf_tis"}
+    (said,) = [s for s in partly_inert_sentences(data) if s.startswith("vllm_tis")]
+    assert "measures its other differing factors only" in said
 
 
 def test_arms_that_differ_in_unchecked_factors_get_no_row():

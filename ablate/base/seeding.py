@@ -42,3 +42,22 @@ def generator(
 def rng(seed: int, *names: str) -> random.Random:
     """A Python Random for the stream `names` of `seed` (data order, task generation)."""
     return random.Random(derive_seed(seed, *names))
+
+
+def rng_states() -> dict:
+    """Python's, NumPy's and torch's global RNG states (CUDA's too where torch sees a GPU): what
+    `set_rng_states` puts back around code that reseeds them (vLLM's engine build)."""
+    states = {"python": random.getstate(), "numpy": np.random.get_state()}
+    states["torch"] = torch.get_rng_state()
+    if torch.cuda.is_available():
+        states["cuda"] = torch.cuda.get_rng_state_all()
+    return states
+
+
+def set_rng_states(states: dict) -> None:
+    """Restore what `rng_states` returned."""
+    random.setstate(states["python"])
+    np.random.set_state(states["numpy"])
+    torch.set_rng_state(states["torch"])
+    if "cuda" in states:
+        torch.cuda.set_rng_state_all(states["cuda"])

@@ -27,7 +27,7 @@ LAUNCHER_OPT = typer.Option(
 DETACH = typer.Option(False, "--detach", help="slurm: return once submitted (see ablate status)")
 PARTITION = typer.Option("", help="slurm: partition of the array's tasks (= option partition)")
 GPUS = typer.Option(
-    None, min=0, help="slurm: GPUs per trial (default 1 for vllm/cuda, else 0; = gpus_per_task)"
+    None, min=0, help="slurm: GPUs per trial (default 1 on cuda, or vllm off the cpu, else 0)"
 )
 CPUS = typer.Option(None, min=1, help="slurm: CPU cores per trial (default 1; = cpus_per_task)")
 TIME = typer.Option(

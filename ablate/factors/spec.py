@@ -133,7 +133,8 @@ class TrialSpec:
     checkpoint_every: int = 0
     """Save a resumable checkpoint every this many steps (0 = only at the end)."""
     engine: Engine = "hf"
-    """Rollout engine: "hf" (our KV-cache sampler, CPU or GPU) or "vllm" (GPU, optional extra)."""
+    """Rollout engine: "hf" (our KV-cache sampler, CPU or GPU) or "vllm" (optional: the `vllm`
+    extra on a GPU, vLLM's CPU build from `make install-vllm` on a CPU)."""
     device: str = "cpu"
     """Torch device of the policy, reference and critic ("cpu", "cuda", "cuda:N", or "auto":
     CUDA when torch sees a GPU); `ablate.base.devices`."""

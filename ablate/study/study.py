@@ -112,6 +112,7 @@ class Study:
     search: Mapping[str, SearchSpace] = field(default_factory=dict)
     checkpoint_every: int = 25
     engine: Engine = "hf"
+    """The trials' rollout engine, "hf" or "vllm" (an arm may set its own: `arm(engine=...)`)."""
     device: str = "cpu"
     precision: str = "fp32"
     """The trials' precision: "fp32" or "bf16" (autocast on a GPU); `ablate.base.devices`."""
@@ -179,6 +180,11 @@ class Study:
         return next(a for a in self.arms if a.name == name)
 
     @property
+    def engines(self) -> frozenset[str]:
+        """The rollout engines its trials sample with: the study's, and any an arm sets."""
+        return frozenset(a.engine or self.engine for a in self.arms)
+
+    @property
     def compared_arms(self) -> tuple[Arm, ...]:
         """Arms contrasted with the reference (A/A replicates and the controls are checked on
         their own)."""
@@ -206,6 +212,7 @@ class Study:
 
     def _trials(self) -> list[Trial]:
         algos = {a.name: a.algorithm for a in self.arms}
+        engines = {a.name: a.engine or self.engine for a in self.arms}
         replicates = {a.name for a in self.arms if a.replicate_of}
         return [
             Trial(
@@ -222,7 +229,7 @@ class Study:
                     eval=dataclasses.replace(self.eval, robustness=None),  # not identity
                     checkpoint_every=self.checkpoint_every,
                     study=self.name,
-                    engine=self.engine,
+                    engine=engines[arm_name],
                     device=self.device,
                     precision=self.precision,
                     replicate=arm_name if arm_name in replicates else "",
@@ -257,6 +264,7 @@ def _with_replicates_resolved(arms: tuple[Arm, ...]) -> tuple[Arm, ...]:
                 base=original.base,
                 changes=original.changes,
                 replicate_of=original.name,
+                engine=a.engine or original.engine,
             )
         out.append(a)
     return tuple(out)

