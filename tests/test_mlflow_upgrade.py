@@ -6,6 +6,7 @@ repair, which `ablate repair` does keeping its runs."""
 from __future__ import annotations
 
 import contextlib
+import re
 import shutil
 import sqlite3
 import subprocess
@@ -20,7 +21,8 @@ from ablate.base.errors import StoreError
 from ablate.commands.cli import main
 from ablate.tracking import mlflow_schema
 
-OLDER = 3  # revisions before the head: an upgrade that rebuilds tables (`_alembic_tmp_*`)
+#: What alembic's version bookkeeping says after each migration it runs.
+_VERSION_SET = re.compile(r"alembic_version.*?version_num\s*=\s*'(\w+)'|VALUES \('(\w+)'\)")
 
 
 class Stopped(Exception):
@@ -97,13 +99,40 @@ def _database(path: Path, revision: str | None) -> Path:
 @pytest.fixture(scope="module")
 def older(tmp_path_factory) -> tuple[Path, str]:
     """A whole database at an older schema revision holding one run, and that revision."""
-    from alembic.script import ScriptDirectory
-    from mlflow.store.db.utils import _get_alembic_config
 
     path = tmp_path_factory.mktemp("older") / "mlflow.db"
-    config = _get_alembic_config(f"sqlite:///{path}")
-    revision = [r.revision for r in ScriptDirectory.from_config(config).walk_revisions()][OLDER]
+    revision = _newest_rebuilding_start(tmp_path_factory.mktemp("scratch") / "mlflow.db")
     return _database(path, revision), revision
+
+
+def _newest_rebuilding_start(scratch: Path) -> str:
+    """The newest revision from which an upgrade to this MLflow's head rebuilds a table (a
+    `_alembic_tmp_*` copy), read off one migration of a scratch database: which migrations
+    rebuild changes with the MLflow release (3.17's last 3 did, 3.18's do not)."""
+    import sqlalchemy as sa
+    from mlflow.store.tracking.dbmodels.initial_models import Base
+
+    engine = mlflow_schema.engine_of(scratch)
+    try:
+        Base.metadata.create_all(engine)
+    finally:
+        engine.dispose()
+    version, start = None, None
+
+    def watch(conn, cursor, statement, *rest) -> None:
+        nonlocal version, start
+        if "alembic_version" in statement and (found := _VERSION_SET.search(statement)):
+            version = found.group(1) or found.group(2)
+        elif "CREATE TABLE _alembic_tmp_" in statement:
+            start = version
+
+    sa.event.listen(sa.engine.Engine, "before_cursor_execute", watch)
+    try:
+        mlflow_schema.migrate(scratch)
+    finally:
+        sa.event.remove(sa.engine.Engine, "before_cursor_execute", watch)
+    assert start is not None, "no migration of this MLflow rebuilds a table"
+    return start
 
 
 def _copy(older, tmp_path) -> Path:
