@@ -68,12 +68,12 @@ def test_the_memory_check_fails_when_close_keeps_the_engine(vllm_module, ctx, mo
 
     monkeypatch.setattr(gpu, "engine_checks", one_batch)
     try:
-        record, checks = run_part(ctx, close=keep_the_engine)
+        _, checks = run_part(ctx, close=keep_the_engine)
         assert vllm_engine._SHARED is not None  # still held
     finally:
         vllm_engine.close()  # the real close, so that later tests build a fresh engine
     assert list(checks) == [MEMORY_CHECK] and not checks[MEMORY_CHECK].passed
-    # ... and the memory the leak kept was the engine's: the real close gives it back
-    leaked = record["memory MiB"]["after close"]["resident"]
-    freed = leaked - gpu.memory("cpu")["resident"] / 2**20
-    assert freed >= gpu.CPU_RELEASED_SHARE * record["KV cache MiB"] > 0
+    # (that the memory a real close gives back is the engine's is the test above's check, on
+    # the process's first engine: a later engine's cache may reuse pages an earlier one freed,
+    # whose return to the system the RSS does not show: measured once in a full lane run)
+    assert "MiB less after close" in checks[MEMORY_CHECK].detail
