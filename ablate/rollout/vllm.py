@@ -85,8 +85,12 @@ def _import_vllm():
     if problem := version_problem(str(getattr(vllm, "__version__", ""))):
         raise ConfigError(problem)
     # every reload warns "RotaryEmbedding: Failed to load weights" (a layer with buffers and no
-    # checkpoint tensor: nothing to load); a tensor left out is still said, by `reload.inplace`
-    logging.getLogger(QUIET_LOGGER).setLevel(logging.ERROR)
+    # checkpoint tensor: nothing to load); a tensor left out is still said, by `reload.inplace`.
+    # A filter, not a level: the engine's build re-runs vLLM's dictConfig, which resets the
+    # level of every `vllm.*` logger (seen in study workers) but leaves their filters.
+    quiet = logging.getLogger(QUIET_LOGGER)
+    if not any(isinstance(each, _ErrorsOnly) for each in quiet.filters):
+        quiet.addFilter(_ErrorsOnly())
     from vllm.platforms import current_platform
 
     if current_platform.is_cpu():
@@ -110,6 +114,14 @@ class _Shared:
 
 #: vLLM's logger of the per-layer reload (`sync_weights`), kept to errors.
 QUIET_LOGGER = "vllm.model_executor.model_loader.reload.layerwise"
+
+
+class _ErrorsOnly(logging.Filter):
+    """Lets a logger's errors through and drops its warnings and below."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.levelno >= logging.ERROR
+
 
 _SHARED: _Shared | None = None
 _EXIT_HOOK = False

@@ -117,6 +117,31 @@ def test_after_sync_the_logprobs_are_the_updated_policys_and_a_partial_sync_is_c
     assert logprob_gap(model, engine.generate(PROMPTS, 4, sampling), 1.0) <= LOGPROB_TOL
 
 
+def test_a_sync_logs_no_per_layer_warning_even_after_vllm_reconfigures_its_loggers(
+    vllm_module, zoo_model
+):
+    import logging.config
+
+    model, tokenizer = zoo_model
+    engine = vllm_engine.VLLMEngine(model, tokenizer)
+    # as the engine's build does in a study's worker: a dictConfig naming `vllm` resets the
+    # level of every `vllm.*` logger (the quieting once set a level and was undone by this)
+    logging.config.dictConfig(
+        {"version": 1, "disable_existing_loggers": False, "loggers": {"vllm": {"level": "DEBUG"}}}
+    )
+    records: list[logging.LogRecord] = []
+    catcher = logging.Handler()
+    catcher.emit = records.append
+    quiet = logging.getLogger(vllm_engine.QUIET_LOGGER)
+    quiet.addHandler(catcher)
+    try:
+        engine.sync_weights(model)
+        quiet.error("a real error still passes")
+    finally:
+        quiet.removeHandler(catcher)
+    assert [r.getMessage() for r in records] == ["a real error still passes"]
+
+
 def test_every_sample_has_its_own_seeded_stream_and_a_seed_replays(vllm_module):
     """On a random 4.2M model (near-uniform next tokens: equal samples mean equal streams)."""
     tokenizer = char_tokenizer()
