@@ -10,7 +10,7 @@ export TRANSFORMERS_OFFLINE := 1
 export HF_DATASETS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: install install-vllm test-vllm demo test test-slow test-gpu gpu-check gpu-wheels gpu-deps test-latex test-browser \
+.PHONY: install install-vllm test-vllm demo test test-loaded test-slow test-gpu gpu-check gpu-wheels gpu-deps test-latex test-browser \
 	slurm test-slurm lint format bench \
 	calibrate curve-calibration study passk tune report ui worker clean
 
@@ -70,6 +70,12 @@ TEST_WORKERS ?= auto
 test: install
 	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -m "not slow and not gpu and not browser and not slurm and not vllm" -q \
 		-n $(TEST_WORKERS) --dist loadfile
+
+# `make test` with spinning processes on every core (LOAD_PER_CORE each): a busy machine may
+# make it slower, never red
+LOAD_PER_CORE ?= 4
+test-loaded: install
+	$(BIN)/python -m ablate.testing.load --per-core $(LOAD_PER_CORE) -- $(MAKE) test
 
 test-slow: install
 	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -m "slow" -q

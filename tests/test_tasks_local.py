@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 from pathlib import Path
 
 import pandas as pd
@@ -12,6 +11,7 @@ import pytest
 
 from ablate.base.errors import ConfigError
 from ablate.tasks import get_task
+from ablate.tasks.math_check import CPU_GRACE, shared_verifier
 from ablate.tasks.templates import get_template
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -131,9 +131,9 @@ def test_math_verify_works_off_the_main_thread(math_task):
 )
 def test_math_adversarial_answers_return_a_verdict_in_time(math_task, pred):
     problem = math_problem(math_task, "81")
-    math_task.verify(problem, "\\boxed{1}", QWEN)  # (re)start the worker outside the clock
-    start = time.perf_counter()
+    math_task.verify(problem, "\\boxed{1}", QWEN)  # (re)start the worker outside the limit
     v = math_task.verify(problem, f"\\boxed{{{pred}}}", QWEN)
-    assert time.perf_counter() - start < math_task.time_limit + 0.5
     assert not v.correct and v.reward == 0.0
     assert v.error in (None, "timeout") or v.error.startswith("math-verify")
+    if v.error != "timeout":  # math-verify answered: within its CPU seconds (load-independent)
+        assert shared_verifier().last_cpu_seconds <= math_task.time_limit + CPU_GRACE

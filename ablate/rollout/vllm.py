@@ -46,6 +46,8 @@ from ablate.rollout.vllm_settings import (
     LOGPROBS_MODE,
     MAX_VLLM,
     MIN_VLLM,
+    QUIET_LOGGER,
+    ErrorsOnly,
     attention_precision,
     cpu_arguments,
     engine_dtype,
@@ -84,13 +86,12 @@ def _import_vllm():
         ) from None
     if problem := version_problem(str(getattr(vllm, "__version__", ""))):
         raise ConfigError(problem)
-    # every reload warns "RotaryEmbedding: Failed to load weights" (a layer with buffers and no
-    # checkpoint tensor: nothing to load); a tensor left out is still said, by `reload.inplace`.
-    # A filter, not a level: the engine's build re-runs vLLM's dictConfig, which resets the
-    # level of every `vllm.*` logger (seen in study workers) but leaves their filters.
+    # every reload warns "RotaryEmbedding: Failed to load weights" (nothing to load; a tensor
+    # left out is said by `reload.inplace`). A filter, not a level: the build re-runs vLLM's
+    # dictConfig, which resets every `vllm.*` logger's level (seen in workers), not its filters.
     quiet = logging.getLogger(QUIET_LOGGER)
-    if not any(isinstance(each, _ErrorsOnly) for each in quiet.filters):
-        quiet.addFilter(_ErrorsOnly())
+    if not any(isinstance(each, ErrorsOnly) for each in quiet.filters):
+        quiet.addFilter(ErrorsOnly())
     from vllm.platforms import current_platform
 
     if current_platform.is_cpu():
@@ -110,17 +111,6 @@ class _Shared:
     llm: Any
     folder: tempfile.TemporaryDirectory
     key: str
-
-
-#: vLLM's logger of the per-layer reload (`sync_weights`), kept to errors.
-QUIET_LOGGER = "vllm.model_executor.model_loader.reload.layerwise"
-
-
-class _ErrorsOnly(logging.Filter):
-    """Lets a logger's errors through and drops its warnings and below."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return record.levelno >= logging.ERROR
 
 
 _SHARED: _Shared | None = None

@@ -10,6 +10,7 @@ refused until someone reads it (README, "vLLM")."""
 
 from __future__ import annotations
 
+import logging
 import os
 from typing import Any
 
@@ -166,3 +167,14 @@ def version_problem(found: str) -> str | None:
             f"(>={MIN_VLLM},<{MAX_VLLM}; README, vLLM): {install}"
         )
     return None
+
+
+#: vLLM's logger of the per-layer reload (`sync_weights`), kept to errors (`ErrorsOnly`).
+QUIET_LOGGER = "vllm.model_executor.model_loader.reload.layerwise"
+
+
+class ErrorsOnly(logging.Filter):
+    """Lets a logger's errors through and drops its warnings and below."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.levelno >= logging.ERROR

@@ -8,8 +8,12 @@ set). Errors are never folded silently into a wrong answer: training counts them
 How the time limit holds: every parser here is bounded by construction (length, depth and digit
 caps before any arithmetic; extraction by linear scans), and math-verify, the one step that can
 run away (sympy on `9**9**9**9`), runs in a worker process that is killed at the deadline.
-`verify` also measures its own wall time and reports an overrun as `error="timeout"`. No signal
+`verify` also measures its own time and reports an overrun as `error="timeout"`. No signal
 handler is used, so verification works from any thread.
+
+The limit is on CPU time (the calling thread's, and the math worker's own), never wall time: on a
+busy machine a wall-clock limit turned correct answers into timeouts (MATH's `0.75` against
+`3/4` under a load of 8-15), so a reward depended on how busy the machine was.
 """
 
 from __future__ import annotations
@@ -84,10 +88,11 @@ class Task(ABC):
     `get_task` accepts; `__post_init__` validates them with fix-it messages."""
 
     name: ClassVar[str]
-    clock: ClassVar[Callable[[], float]] = staticmethod(time.perf_counter)
-    """What `verify` times itself with (a test gives a clock it advances)."""
+    clock: ClassVar[Callable[[], float]] = staticmethod(time.thread_time)
+    """What `verify` times itself with: the calling thread's CPU time, which a busy machine does
+    not stretch (a test gives a clock it advances)."""
     time_limit: float = 1.0
-    """Seconds one `verify` call may take; an overrun is reported as error='timeout'."""
+    """CPU seconds one `verify` call may take; an overrun is reported as error='timeout'."""
     reward_format: float = 0.0
     """Extra reward for a completion in the template's answer format (0 = correctness only)."""
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
+import pandas as pd
+
 from ablate.factors import confounds
 from ablate.report.claims.rules import CONTRADICTED, DECIDED, EQUIVALENT, Claim, verdict_text
 from ablate.report.data import numbers
@@ -283,11 +285,42 @@ def findings(
     }
 
 
+def verifier_caveats(history: pd.DataFrame) -> list[str]:
+    """Per arm, the trials whose verifier failed or timed out on some sample (scored 0 and
+    counted, never as a wrong answer): those rewards are not the model's alone."""
+    train_metric, eval_metric = VERIFIER_ERROR_METRICS
+    by_trial = ["arm", "trial_id"]
+    # training's count runs over the trial (its last value); each eval counts its own samples
+    train = history[history["metric"] == train_metric].sort_values("step")
+    evals = history[history["metric"] == eval_metric]
+    counts = pd.concat(
+        {
+            "train": train.groupby(by_trial, sort=False)["value"].last(),
+            "eval": evals.groupby(by_trial, sort=False)["value"].sum(),
+        },
+        axis=1,
+    ).fillna(0.0)
+    out = []
+    for arm, rows in counts.groupby(level="arm", sort=False):
+        hit = rows[(rows > 0).any(axis=1)]
+        if len(hit):
+            out.append(
+                f"{len(hit)} of {len(rows)} {arm} trials had verifier errors or timeouts "
+                f"({int(hit['train'].sum()):,} training and {int(hit['eval'].sum()):,} eval "
+                f"samples, scored 0 and counted in {train_metric} and {eval_metric}): those "
+                "rewards are not the model's alone."
+            )
+    return out
+
+
 def caveats(data: StudyData) -> list[str]:
-    """What qualifies the findings: the arms' confounds, their inert factors, then
-    survivorship."""
+    """What qualifies the findings: the arms' confounds, their inert factors, survivorship,
+    then verifier errors."""
     inert = cx.took_effect.partly_inert_sentences(data)
-    return confound_caveats(data) + inert + survival_caveats(data)
+    verifier = verifier_caveats(data.history) if len(data.history) else []
+    return confound_caveats(data) + inert + survival_caveats(data) + verifier
 
 
+#: The verifier error counts a trial logs: training's running count, then each eval's.
+VERIFIER_ERROR_METRICS = ("budget/verifier_errors", "eval/verifier_errors")
 _VERDICTS = (cx.DIFFERENT, cx.EQUIVALENT, cx.INCONCLUSIVE)
