@@ -173,7 +173,7 @@ APT     := DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-in
 test-latex: install
 	command -v pdflatex >/dev/null && kpsewhich booktabs.sty >/dev/null || \
 		{ $(SUDO) apt-get update -qq && $(APT) texlive-latex-base texlive-latex-recommended; }
-	ABLATE_REQUIRE_TEX=1 OMP_NUM_THREADS=1 $(BIN)/python -m pytest tests/test_report_latex.py -q
+	ABLATE_REQUIRE_TEX=1 OMP_NUM_THREADS=1 $(BIN)/python -m pytest tests/test_report_latex.py tests/test_paper_escaping.py -q
 
 # The HTML report and the MLflow UI in headless Chromium: Debian's chromium, driven by Playwright
 # (the `browser` extra; no browser is downloaded). Screenshots: reports/browser-check/.

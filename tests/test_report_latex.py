@@ -273,5 +273,28 @@ def test_the_report_command_says_when_pdflatex_is_missing(tmp_path, monkeypatch)
     from ablate.commands import report as command
 
     monkeypatch.setattr(shutil, "which", lambda name: None)
-    line = command._compiled(tmp_path / "paper.tex")
+    line, compiled = command._compiled(tmp_path / "paper.tex")
     assert "pdflatex not found" in line and "make test-latex" in line
+    assert compiled  # no pdflatex: the .tex is the export, not a failure
+
+
+@requires_tex
+def test_a_paper_that_does_not_compile_is_a_failure_the_command_exits_on(tmp_path):
+    from ablate.commands import report as command
+
+    tex = tmp_path / "paper.tex"
+    tex.write_text("\\documentclass{article}\\begin{document}a_b\\end{document}\n")
+    line, compiled = command._compiled(tex)
+    assert not compiled and "pdflatex failed" in line and "Missing $ inserted" in line
+
+
+def test_the_report_command_exits_1_on_a_paper_that_did_not_compile_and_not_otherwise(capsys):
+    import typer
+
+    from ablate.commands import report as command
+
+    command._exit_if_failed([])  # every paper compiled (or no pdflatex): nothing to say
+    with pytest.raises(typer.Exit) as raised:
+        command._exit_if_failed(["paper written to a/paper.tex; pdflatex failed: ! Missing $"])
+    assert raised.value.exit_code == 1
+    assert capsys.readouterr().err.startswith("error: paper written to a/paper.tex; pdflatex")

@@ -33,6 +33,7 @@ from ablate.report.render.blocks import (
     TableBlock,
     walk,
 )
+from ablate.report.render.latex_text import escape
 from ablate.testing import study_data
 
 REF = dataclasses.replace(baseline("grpo"), kl_coef=0.0, minibatches=4)
@@ -158,7 +159,7 @@ def test_markdown_and_html_show_the_same_headings_lists_and_tables_in_the_same_o
     assert labels[1:] == [n for n in paper_tables.APPENDIX_TABLES if n in labels]
     for table in page.tables:
         if table.name not in labels and table.rows:
-            assert f"tables/{table.name}.tex" in paper, table.name
+            assert escape(f"tables/{table.name}.tex") in paper, table.name
 
 
 def test_the_writers_format_every_block_in_the_pages_order(tmp_path):

@@ -12,6 +12,7 @@ wherever it strikes, not as the trial's (`DISK_ERRNOS`; `disk_hint` says what ea
 
 `read_json` reads a file a store keeps (a run's JSON, a submission): a file that is not whole
 JSON is a `StoreError` naming it and what to do, never a traceback from deep inside a command.
+`too_long` says in one line which part of a path is past the file system's limits.
 """
 
 from __future__ import annotations
@@ -144,6 +145,41 @@ def read_whole(path: str | os.PathLike, parse: Callable[[str], T], fix: str, mis
         reason = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else "empty"
         what = "empty" if not text.strip() else f"{type(exc).__name__}: {reason}"
         raise StoreError(f"{path} is damaged ({what}): {fix}") from None
+
+
+def too_long(exc: OSError) -> str:
+    """One line for a path past the file system's limits (ENAMETOOLONG): which part of it is
+    too long, by how much, and the path itself shortened to its two ends."""
+    path = os.fsdecode(exc.filename) if exc.filename else ""
+    parts = [p for p in path.split(os.sep) if p]
+    longest = max(parts, key=lambda p: len(os.fsencode(p)), default="")
+    name_max, path_max = _limits(path)
+    size, name = len(os.fsencode(path)), len(os.fsencode(longest))
+    if name > name_max:
+        why = f"a name of {name:,} bytes, over the file system's {name_max:,}"
+    else:
+        why = f"{size:,} bytes, over the file system's {path_max:,} for a path"
+    shown = path if len(path) <= 120 else f"{path[:60]}…{path[-55:]}"
+    return f"path too long ({why}): {shown}: shorten it (--results, --tracking-uri, study name)"
+
+
+def _limits(path: str) -> tuple[int, int]:
+    """(longest name, longest path) in bytes on the file system of `path`'s nearest existing
+    folder; Linux's usual 255 and 4096 where it cannot be asked."""
+    probe = Path(os.path.abspath(path or "."))
+    while True:
+        try:
+            if probe.exists():
+                break
+        except OSError:  # a parent itself too long to stat
+            pass
+        if probe == probe.parent:
+            break
+        probe = probe.parent
+    try:
+        return os.pathconf(probe, "PC_NAME_MAX"), os.pathconf(probe, "PC_PATH_MAX")
+    except (OSError, ValueError):
+        return 255, 4096
 
 
 def disk_error(exc: BaseException, path: str | os.PathLike) -> OSError | None:

@@ -12,7 +12,7 @@ import warnings
 import typer
 
 from ablate.base import lifetime
-from ablate.base.durable import disk_hint, is_disk_error
+from ablate.base.durable import disk_hint, is_disk_error, too_long
 from ablate.base.errors import AblateError, AblateWarning
 from ablate.commands import COMMAND_MODULES
 from ablate.commands.help_text import tidy_help
@@ -86,6 +86,9 @@ def main(argv: list[str] | None = None) -> int:
         typer.secho(f"error: {exc}", fg=typer.colors.RED, err=True)
         return 2
     except OSError as exc:
+        if exc.errno == errno.ENAMETOOLONG:  # a --results or store path past the system's limit
+            typer.secho(f"error: {too_long(exc)}", fg=typer.colors.RED, err=True)
+            return 2
         if not (is_disk_error(exc) or exc.errno in (errno.ENOTDIR, errno.EISDIR)):
             raise
         # a disk that fills or turns read-only after the checks (the report's files, a cache)

@@ -53,7 +53,7 @@ def report(
     loaded = _load_all(studies)
     for study in loaded.values():  # before reading anything: a bad --out costs one line
         check_output_dir(out / study.name)
-    data = {}
+    data, failed = {}, []
     for path, study in loaded.items():
         with read_errors(tracking_uri or tracking.default_uri(results)):
             uri = _checked_uri(results, study.name, path, tracking_uri, alone=len(loaded) == 1)
@@ -64,27 +64,45 @@ def report(
         folder = out / study.name
         console.print(f"report written to {folder / 'report.md'} and {folder / 'report.html'}")
         if paper:
-            console.print(_compiled(folder / "paper.tex"))
+            failed += _print_compiled(console, folder / "paper.tex")
     if all(d is None for d in data.values()):
         raise StudyError(f"no study has a finished run in {results}: run them first")
     findings = [f for study in loaded.values() for f in study.findings]
     if findings:
         folder = write_reproduction(findings, data, out)
         console.print(f"reproduction ({len(findings)} findings) written to {folder / 'report.md'}")
+    _exit_if_failed(failed)
 
 
-def _compiled(tex: Path) -> str:
-    """One line on the paper export: where it is, and what pdflatex made of it."""
+def _exit_if_failed(failed: list[str]) -> None:
+    """Exit 1 on the first paper that did not compile (after every report is written): a
+    paper that does not compile is not an export."""
+    if failed:
+        typer.secho(f"error: {failed[0]}", fg=typer.colors.RED, err=True)
+        raise typer.Exit(1)
+
+
+def _print_compiled(console, tex: Path) -> list[str]:
+    """Compile `tex`, print its line, and return it as a failure ([] when it compiled)."""
+    line, compiled = _compiled(tex)
+    console.print(line)
+    return [] if compiled else [line]
+
+
+def _compiled(tex: Path) -> tuple[str, bool]:
+    """One line on the paper export (where it is, what pdflatex made of it) and whether it did
+    not fail to compile (no pdflatex is not a failure: the .tex is the export)."""
     from ablate.report.render.paper_document import compile_pdf
 
     done = compile_pdf(tex)
     if done is None:
-        return f"paper written to {tex}; pdflatex not found (`make test-latex` installs TeX Live)"
+        line = f"paper written to {tex}; pdflatex not found (`make test-latex` installs TeX Live)"
+        return line, True
     if done.pdf is None:
         log = tex.with_suffix(".log")
-        return f"paper written to {tex}; pdflatex failed: {done.error} (see {log})"
+        return f"paper written to {tex}; pdflatex failed: {done.error} (see {log})", False
     boxes = f"{len(done.overfull)} overfull box" + "es" * (len(done.overfull) != 1)
-    return f"paper written to {tex} and {done.pdf} ({done.pages} pages, {boxes})"
+    return f"paper written to {tex} and {done.pdf} ({done.pages} pages, {boxes})", True
 
 
 def _load_all(paths: list[Path]) -> dict:

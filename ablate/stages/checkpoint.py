@@ -9,9 +9,11 @@ checkpoint is written into a temporary folder, every file fsynced, then renamed 
 the parent folder fsynced), so it either exists whole or not at all. The newest `KEEP`
 checkpoints are kept: when the latest fails its hashes (a bad disk, a truncated copy), loading
 falls back to the one before with a warning naming the file; with none valid the trial restarts
-from step 0. A checkpoint without the engine state its trial needs (written before the engine's
-state was checkpointed) is refused in one line: resuming from it would sample from other weights
-than the uninterrupted trial did.
+from step 0. That fall back is for a resume only (the trial trains on from what it restores):
+what evaluates a finished trial's final model loads the newest checkpoint with `load_newest`,
+which refuses a damaged one naming the file. A checkpoint without the engine state its trial
+needs (written before the engine's state was checkpointed) is refused in one line: resuming
+from it would sample from other weights than the uninterrupted trial did.
 """
 
 from __future__ import annotations
@@ -183,9 +185,10 @@ def load_latest(
     engine: Any = None,
 ) -> dict[str, Any] | None:
     """Restore the newest valid checkpoint in place and return its saved state; None (start
-    from step 0) when there is none. A corrupt one is skipped with a `CheckpointWarning`.
-    `engine`: the rollout engine when it has a state (`state()` / `load_state()`), else None;
-    a checkpoint without its state is a TrialError."""
+    from step 0) when there is none. A corrupt one is skipped with a `CheckpointWarning`: what
+    a resume needs, since the trial trains on from whichever it restores. `engine`: the rollout
+    engine when it has a state (`state()` / `load_state()`), else None; a checkpoint without
+    its state is a TrialError."""
     found = checkpoint_dirs(run_dir)
     for folder in found:
         try:
@@ -194,18 +197,45 @@ def load_latest(
             rest = "the previous one" if folder != found[-1] else "step 0 (no valid checkpoint)"
             warnings.warn(f"{exc}; resuming from {rest}", CheckpointWarning, stacklevel=2)
             continue
-        if engine is not None and ENGINE not in manifest["sha256"]:
-            raise TrialError(
-                f"{folder} holds no rollout engine state ({ENGINE}: written before stale or "
-                "low-precision rollouts were checkpointed), so a resume would sample from "
-                "other weights than the uninterrupted trial; rerun the trial in a fresh run_dir"
-            )
-        try:
-            return _restore(folder, model, optimizer, scheduler, estimator, engine)
-        except Exception as exc:  # intact files that do not fit this trial's model
-            raise TrialError(
-                f"{folder} matches its manifest but does not load into this trial's model "
-                f"({type(exc).__name__}: {str(exc)[:300]}); a checkpoint of another model or "
-                "version: use a fresh run_dir"
-            ) from None
+        return _restore_checked(folder, manifest, model, optimizer, scheduler, estimator, engine)
     return None
+
+
+def load_newest(
+    run_dir: Path,
+    *,
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    scheduler: Any,
+    estimator: Any = None,
+    engine: Any = None,
+) -> dict[str, Any] | None:
+    """Restore the newest checkpoint, and only it, in place and return its saved state; None
+    when there is none. What evaluates a finished trial's final model (the recipe phase) needs
+    that checkpoint and no other: a damaged one is a `CorruptCheckpoint` naming the file, never
+    a fall back to an older one whose numbers would differ."""
+    found = checkpoint_dirs(run_dir)
+    if not found:
+        return None
+    manifest = verify(found[0])
+    return _restore_checked(found[0], manifest, model, optimizer, scheduler, estimator, engine)
+
+
+def _restore_checked(
+    folder: Path, manifest: dict, model, optimizer, scheduler, estimator, engine
+) -> dict[str, Any]:
+    """`_restore` of a verified checkpoint, a TrialError when it does not fit the trial."""
+    if engine is not None and ENGINE not in manifest["sha256"]:
+        raise TrialError(
+            f"{folder} holds no rollout engine state ({ENGINE}: written before stale or "
+            "low-precision rollouts were checkpointed), so a resume would sample from "
+            "other weights than the uninterrupted trial; rerun the trial in a fresh run_dir"
+        )
+    try:
+        return _restore(folder, model, optimizer, scheduler, estimator, engine)
+    except Exception as exc:  # intact files that do not fit this trial's model
+        raise TrialError(
+            f"{folder} matches its manifest but does not load into this trial's model "
+            f"({type(exc).__name__}: {str(exc)[:300]}); a checkpoint of another model or "
+            "version: use a fresh run_dir"
+        ) from None

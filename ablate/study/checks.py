@@ -1,6 +1,7 @@
 """Every check a study must pass before anything runs; each returns readable problems. Here the
 checks of its pieces (arms, base models, templates, seeds, task, settings, extra cells, the
-Pass@G phase, the search space); those of its inference design are `ablate.study.design_checks`.
+Pass@G phase, the search space, the tuning and the eval recipes: their types, fields and
+ranges); those of its inference design are `ablate.study.design_checks`.
 
 The checks read a `Study` through its attributes and import nothing from `ablate.study`'s study
 module, which imports them.
@@ -15,7 +16,7 @@ from typing import Any, TypeAlias
 from ablate.base.errors import AblateError
 from ablate.factors import confounds
 from ablate.factors.algorithms import Algorithm
-from ablate.factors.fields import Rule, record_problems, rule_problem
+from ablate.factors.fields import Rule, record_problems, rule_problem, shown
 from ablate.factors.spec import Optim, setting_problems
 from ablate.models import zoo_names
 from ablate.study.design_checks import (
@@ -24,6 +25,8 @@ from ablate.study.design_checks import (
     eval_size_warnings,
     finding_problems,
     replicate_problems,
+    staleness_problems,
+    tuning_warnings,
 )
 from ablate.study.resources import training_estimate
 
@@ -68,6 +71,7 @@ def study_problems(study: Study) -> list[str]:
         replicate_problems,
         finding_problems,
         design_problems,
+        staleness_problems,
     ):
         problems.extend(check(study))
     return problems
@@ -78,7 +82,7 @@ def study_warnings(study: Study) -> list[str]:
     schedule or KL term they inherit from a preset without declaring it."""
 
     ref = study.arm(study.reference_arm)
-    out = eval_size_warnings(study) + control_warnings(study)
+    out = eval_size_warnings(study) + control_warnings(study) + tuning_warnings(study)
     if absurd := training_estimate(study.budget, len(study.cells())):
         out.append(absurd)
     for a in study.compared_arms:
@@ -256,11 +260,24 @@ def _search_problems(study: Study) -> list[str]:
 
 
 def _tune_problems(study: Study) -> list[str]:
-    """The tuning's and the eval recipes' declarations (`TuneSpec`, `Recipes`)."""
+    """The tuning's and the eval recipes' declarations (`TuneSpec`, `Recipes`): their types, their
+    fields, and each tuned range's ends on every arm."""
+    from ablate.factors.eval_spec import Recipes
+    from ablate.study.tuning import TuneSpec
     from ablate.tasks.templates import template_names
 
-    out = [] if study.tune is None else study.tune.problems()
-    recipes = getattr(study.eval, "robustness", None)
+    tune, recipes = study.tune, getattr(study.eval, "robustness", None)
+    out = []
+    if tune is not None and not isinstance(tune, TuneSpec):
+        out.append(
+            f"tune={shown(tune)} must be a TuneSpec(...) or None, e.g. TuneSpec("
+            "params={'lr': log_range(1e-6, 1e-4)})"
+        )
+    elif tune is not None:
+        out = tune.problems() or _tuned_range_problems(study)
+    if recipes is not None and not isinstance(recipes, Recipes):
+        wrong = f"eval.robustness={shown(recipes)} must be a Recipes(...) or None"
+        return [*out, wrong + ", e.g. Recipes(temperatures=(0.6,))"]
     if recipes is not None and isinstance(recipes.templates, tuple):
         valid = template_names()
         out += [
@@ -269,3 +286,45 @@ def _tune_problems(study: Study) -> list[str]:
             if t not in valid
         ]
     return out
+
+
+def _tuned_range_problems(study: Study) -> list[str]:
+    """Each end of a tuned range the study's Optim or one of its arms refuses (checked here, not
+    once tuning proposes it)."""
+    from ablate.study.tuning import target_of
+
+    out = []
+    for name, dim in study.tune.params.items():
+        for value in (dim.low, dim.high):
+            if target_of(name) == "optim":
+                found = dataclasses.replace(study.optim, **{name: value}).problems()
+            else:
+                found = [p for a in _tuned_arms(study) for p in _refused(a, name, value)]
+            out += [f"tune: {name!r} range [{dim.low:g}, {dim.high:g}]: {p}" for p in found[:1]]
+    return list(dict.fromkeys(out))
+
+
+def _tuned_arms(study: Study) -> list[Any]:
+    out = []
+    for a in study.arms:
+        try:
+            if a.replicate_of is None:
+                out.append((a.name, a.algorithm))
+        except AblateError:
+            continue  # reported by the arm checks
+    return out
+
+
+def _refused(named: tuple[str, Algorithm], name: str, value: float) -> list[str]:
+    """Why arm `named` = (name, algorithm) refuses `name`=`value` (empty: it accepts it)."""
+    import warnings
+
+    arm_name, algorithm = named
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            dataclasses.replace(algorithm, **{name: value})
+    except AblateError as exc:
+        reasons = str(exc).removeprefix("invalid Algorithm:").replace("\n  - ", "; ")
+        return [f"arm {arm_name!r} refuses {name}={value:g} ({reasons.strip('; ')})"]
+    return []

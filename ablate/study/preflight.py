@@ -21,6 +21,7 @@ from ablate.base.errors import ConfigError
 from ablate.base.sql_urls import sqlite_file_problem
 from ablate.models import resolve_model_path, zoo_names
 from ablate.study.resources import memory_limit, model_limits, sampling_phases, size_problems
+from ablate.study.tuning import recipe_size_problem, recipe_sizes, selection_size_problem
 
 if TYPE_CHECKING:
     from ablate.study.study import Study
@@ -53,9 +54,12 @@ def preflight_study(
     for check in (
         lambda: check_models(models),
         lambda: check_task_data(study.task, study.task_options),
-        lambda: check_sizes(study.budget, sampling_phases(study), models, study.device),
+        lambda: check_sizes(
+            study.budget, sampling_phases(study), models, study.device, recipe_sizes(study)
+        ),
         lambda: check_elicitation(study, models),
         lambda: check_selection_split(study),
+        lambda: check_tuning_split(study),
         lambda: check_engines(study.engines),
     ):
         try:
@@ -94,10 +98,13 @@ def check_engines(engines: Iterable[str]) -> None:
     )
 
 
-def check_sizes(budget, samples: Mapping[str, int], models: Iterable[str], device: str) -> None:
+def check_sizes(
+    budget, samples: Mapping[str, int], models: Iterable[str], device: str, recipe=None
+) -> None:
     """Every size against each model's positions and the memory of `device`: a training step's
-    batch and every other sampling phase's `samples` of one problem (field -> count,
-    `ablate.study.resources.sampling_phases`); one ConfigError naming each field and its limit."""
+    batch, every other sampling phase's `samples` of one problem (field -> count,
+    `ablate.study.resources.sampling_phases`) and `recipe`, the eval recipes' largest token limit
+    and samples of a problem (`recipe_sizes`); one ConfigError naming each field and its limit."""
 
     memory = memory_limit(device)
     problems = []
@@ -107,8 +114,24 @@ def check_sizes(budget, samples: Mapping[str, int], models: Iterable[str], devic
         except ConfigError:
             continue  # check_models says why it does not load
         problems += size_problems(budget, model, limits, memory, samples)
+        if recipe and (problem := recipe_size_problem(*recipe, model, limits, memory)):
+            problems.append(problem)
     if problems:
         raise ConfigError("; ".join(dict.fromkeys(problems)))
+
+
+def check_tuning_split(study: Study) -> None:
+    """The task's train split has problems left to train the tuning trials on once
+    `TuneSpec.selection_problems` are held out for selection."""
+    if study.tune is not None:
+        from ablate.tasks import get_task
+
+        try:
+            train = len(get_task(study.task, **dict(study.task_options)).problems("train"))
+        except Exception:  # check_task_data says why it does not read
+            return
+        if problem := selection_size_problem(study.tune, study.task, train):
+            raise ConfigError(problem)
 
 
 def check_selection_split(study: Study) -> None:

@@ -181,24 +181,56 @@ def chosen_settings(study: Study, results_dir: str | Path) -> dict[str, dict[str
     """arm -> its chosen values, read back from `<results>/<study>/tuning.csv` (an A/A replicate:
     its twin's); empty for a study without tuning. What runs a study's trials without running
     its tuning phase (a Slurm array task, `ablate worker`, `ablate status`) trains and finds
-    them at these values; StudyError when the tuning phase has not finished."""
+    them at these values; StudyError when the tuning phase has not finished, StoreError naming
+    the file when it is damaged (not text, not a table, a chosen value missing or out of range)."""
     if study.tune is None:
         return {}
-    import csv
-
     path = Path(results_dir).resolve() / study.name / FILE
     fix = f"tune it first: `ablate run <study file> --tune-only --results {results_dir}`"
     if not path.exists():
         raise StudyError(f"study {study.name!r} tunes its arms and has no {path} yet: {fix}")
-    with open(path, newline="") as fh:
-        rows = [r for r in csv.DictReader(fh) if r.get("chosen", "").lower() == "true"]
-    try:
-        chosen = {r["arm"]: {p: float(r[p]) for p in study.tune.params} for r in rows}
-    except (KeyError, ValueError) as exc:
-        raise StudyError(f"{path} is damaged ({exc}): move it aside and {fix}") from None
+    params = study.tune.params
+    chosen = durable.read_whole(
+        path,
+        lambda text: _chosen_rows(text, params),
+        f"move it aside and {fix} (its trials are read back, not trained again)",
+    )
     for a in study.arms:
         if a.replicate_of is not None and a.replicate_of in chosen:
             chosen[a.name] = chosen[a.replicate_of]
     if missing := [a.name for a in study.arms if a.name not in chosen]:
         raise StudyError(f"{path} has no chosen setting for {', '.join(missing)}: {fix}")
+    return chosen
+
+
+def _chosen_rows(text: str, params: Mapping[str, Any]) -> dict[str, dict[str, float]]:
+    """arm -> chosen values of a tuning.csv's text; ValueError saying what is wrong with it."""
+    import csv
+    import io
+    import math
+
+    try:
+        rows = list(csv.DictReader(io.StringIO(text, newline="")))
+    except csv.Error as exc:
+        raise ValueError(f"not a table: {exc}") from None
+    if not rows or not {"arm", "chosen", *params} <= set(rows[0]):
+        raise ValueError(f"no header of columns arm, chosen, {', '.join(params)}")
+    chosen = {}
+    for row in rows:
+        if str(row.get("chosen")).lower() != "true":
+            continue
+        values = {}
+        for name, dim in params.items():
+            try:
+                value = float(row[name])
+            except (TypeError, ValueError):
+                raise ValueError(f"{row['arm']}'s chosen {name}={row[name]!r}") from None
+            slack = 1e-9 * max(abs(dim.low), abs(dim.high))  # what the text's digits round
+            if not (math.isfinite(value) and dim.low - slack <= value <= dim.high + slack):
+                raise ValueError(
+                    f"{row['arm']}'s chosen {name}={value:g} is outside its range "
+                    f"[{dim.low:g}, {dim.high:g}]"
+                )
+            values[name] = value
+        chosen[row["arm"]] = values
     return chosen

@@ -20,6 +20,7 @@ from ablate.factors.algorithms import Algorithm
 from ablate.factors.eval_spec import EvalSpec
 from ablate.factors.fields import Rule, record_problems
 from ablate.factors.spec import Optim, TrialSpec
+from ablate.study.resources import BYTES_PER_TOKEN
 from ablate.tasks.selection import NAME as SELECTION_TASK
 
 #: The split tuning selects on: the first `selection_problems` of the task's train split.
@@ -65,16 +66,25 @@ def chosen_values(table: Any) -> dict[str, dict[str, float]]:
     return {str(r["arm"]): {p: float(r[p]) for p in params} for _, r in picked.iterrows()}
 
 
+_RECORDS = {"optim": Optim, "algorithm": Algorithm}
 #: Where a tuned parameter lives, by field name.
-TARGETS = {
-    "optim": {f.name for f in dataclasses.fields(Optim)},
-    "algorithm": {f.name for f in dataclasses.fields(Algorithm)},
-}
+TARGETS = {target: {f.name for f in dataclasses.fields(r)} for target, r in _RECORDS.items()}
 
 
 def target_of(name: str) -> str | None:
     """ "optim" or "algorithm" for a field of either (Optim first: `lr`), else None."""
     return next((t for t, names in TARGETS.items() if name in names), None)
+
+
+#: The fields a `Range` can tune, by where they live: the float ones (an integer or a choice
+#: would be handed a float the trial refuses, after tuning started).
+TUNABLE = {
+    target: tuple(f.name for f in dataclasses.fields(r) if str(f.type) in ("float", "float | None"))
+    for target, r in _RECORDS.items()
+}
+#: Settings tried per arm at most: TPE's proposals stop improving long before, and a tuning
+#: phase of more runs than this per arm is a typo (`TuneSpec(trials=10**9)`), not a design.
+MAX_TRIALS = 1000
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -117,7 +127,7 @@ class TuneSpec:
         return self.trials * len(self.seeds)
 
     def problems(self) -> list[str]:
-        out = [f"tune: {p}" for p in record_problems(self)]
+        out = [f"tune: {p}" for p in record_problems(self)] or self._count_problems()
         if self.selection == EVAL:
             out.append(
                 "tune: selection='eval' is the eval split the verdicts are read on: select on "
@@ -132,6 +142,21 @@ class TuneSpec:
             out += _param_problems(name, dim)
         return out
 
+    def _count_problems(self) -> list[str]:
+        """Too many trials, or a seed given twice (fields of the right types)."""
+        out = []
+        if self.trials > MAX_TRIALS:
+            out.append(
+                f"tune: trials={self.trials:,} settings per arm is more than the {MAX_TRIALS:,} "
+                "a tuning phase may try (TPE stops improving long before): use fewer"
+            )
+        if len(set(self.seeds)) != len(self.seeds):
+            out.append(
+                f"tune: duplicate seeds in seeds={self.seeds}: each setting would be trained "
+                "twice at one seed and counted twice in its score; give distinct seeds"
+            )
+        return out
+
     def describe(self) -> str:
         """'8 trials × 1 seed × 20 steps on 64 selection problems'."""
         seeds = f"{len(self.seeds)} seed{'s' * (len(self.seeds) > 1)}"
@@ -142,8 +167,16 @@ class TuneSpec:
 
 
 def _param_problems(name: str, dim: Any) -> list[str]:
-    if target_of(name) is None:
+    target = target_of(name)
+    if target is None:
         return [f"tune: unknown param {name!r}: not a field of Optim or Algorithm"]
+    if name not in TUNABLE[target]:
+        kind = next(str(f.type) for f in dataclasses.fields(_RECORDS[target]) if f.name == name)
+        return [
+            f"tune: {name!r} ({kind}) cannot be tuned: a range tunes float fields only; tunable: "
+            f"Optim's {', '.join(TUNABLE['optim'])} and Algorithm's "
+            f"{', '.join(TUNABLE['algorithm'])} (compare values of {name!r} as arms instead)"
+        ]
     if not isinstance(dim, Range):
         return [f"tune: {name!r} must be a range, e.g. log_range(1e-6, 1e-4), got {dim!r}"]
     finite = all(isinstance(v, int | float) and math.isfinite(v) for v in (dim.low, dim.high))
@@ -152,6 +185,53 @@ def _param_problems(name: str, dim: Any) -> list[str]:
     if dim.log and dim.low <= 0:
         return [f"tune: {name!r} is log-uniform: needs low > 0, got {dim.low}"]
     return []
+
+
+def recipe_sizes(study: Any) -> tuple[int, int] | None:
+    """(the largest token limit of a study's eval recipes, samples of a problem the recipe phase
+    draws at it), for the size checks before compute; None without recipes of their own limit."""
+    recipes = study.eval.robustness
+    if recipes is None or not recipes.max_new_tokens:
+        return None
+    return max(recipes.max_new_tokens), study.eval.n_samples
+
+
+def recipe_size_problem(tokens: int, n: int, model: str, limits: dict, memory) -> str | None:
+    """Why `n` samples of one problem at `tokens` new tokens cannot run on `model` (its
+    positions, then a floor of the memory: the weights, one sequence's logits and each
+    sample's per-token state, as `ablate.study.resources` counts them), or None."""
+    said = f"eval.robustness: Recipes: max_new_tokens={tokens:,}"
+    positions = limits.get("positions")
+    if positions and tokens >= positions:
+        return (
+            f"{said} leaves no room for a prompt in {model}'s {positions:,} positions: use at "
+            f"most {positions - 1:,}"
+        )
+    if memory is None:
+        return None
+    total, where = memory
+    weights = limits.get("weight_bytes", 0)
+    per_token = limits.get("vocab", 0) * 4 + n * (BYTES_PER_TOKEN + limits.get("hidden_bytes", 0))
+    if weights + tokens * per_token <= total:
+        return None
+    most = max(total - weights, 0) // per_token
+    return (
+        f"{said} is more than {where} can hold: {n} samples of a problem (EvalSpec.n_samples) "
+        f"of {tokens:,} tokens of {model} need at least {(weights + tokens * per_token) / 1e9:,.1f}"
+        f" GB and there are {total / 1e9:,.1f} GB: use at most {most:,}"
+    )
+
+
+def selection_size_problem(tune: TuneSpec, task: str, train: int) -> str | None:
+    """Why `tune.selection_problems` cannot be held out of `task`'s `train` problems (none would
+    be left to train the tuning trials on), or None."""
+    if tune.selection_problems < train:
+        return None
+    return (
+        f"tune: selection_problems={tune.selection_problems:,} leaves none of task {task!r}'s "
+        f"{train:,} train problems to train the tuning trials on (the selection split is held "
+        f"out of the train split): use at most {train - 1:,}"
+    )
 
 
 def tuned(spec: TrialSpec, values: Mapping[str, Any]) -> TrialSpec:

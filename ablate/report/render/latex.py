@@ -17,9 +17,18 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from ablate.report.render.latex_text import escape
+from ablate.report.render.latex_text import escape, label
 
-__all__ = ["COLUMN", "ONE_COLUMN", "SPREAD", "Layout", "escape", "interval_caption", "table_tex"]
+__all__ = [
+    "COLUMN",
+    "ONE_COLUMN",
+    "SPREAD",
+    "Layout",
+    "escape",
+    "interval_caption",
+    "label",
+    "table_tex",
+]
 
 
 @dataclass(frozen=True)
@@ -240,7 +249,7 @@ def _header(col: Column) -> str:
     if len(lines) <= 1:
         return escape(col.name)
     align = "r" if col.numeric else "l"
-    body = "\\\\".join(escape(line) for line in lines)
+    body = "\\\\{}".join(escape(line) for line in lines)  # {}: a "[" is not \\'s argument
     return f"\\begin{{tabular}}[b]{{@{{}}{align}@{{}}}}{body}\\end{{tabular}}"
 
 
@@ -320,13 +329,13 @@ def table_tex(
     return "".join(parts)
 
 
-def _float(body: list[str], caption: str, label: str | None, layout: Layout) -> str:
+def _float(body: list[str], caption: str, name: str | None, layout: Layout) -> str:
     env = layout.env
     head = [f"\\begin{{{env}}}[{layout.placement}]", r"\centering", layout.size]
     if layout.tabcolsep != ONE_COLUMN.tabcolsep:  # local to the float's group
         head.append(f"\\setlength{{\\tabcolsep}}{{{layout.tabcolsep:g}pt}}")
-    if label is None:  # a continuation keeps the number of the table it continues
+    if name is None:  # a continuation keeps the number of the table it continues
         tail = [r"\addtocounter{table}{-1}", f"\\caption{{{caption}}}"]
     else:
-        tail = [f"\\caption{{{caption}}}", f"\\label{{tab:{label}}}"]
+        tail = [f"\\caption{{{caption}}}", f"\\label{{tab:{label(name)}}}"]
     return "\n".join([*head, *body, *tail, f"\\end{{{env}}}"]) + "\n"

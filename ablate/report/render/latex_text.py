@@ -1,6 +1,9 @@
 """Plain Unicode text as ASCII LaTeX for text mode (`escape`): special characters, `<`, `>` and
 `|` in math mode, Greek letters and symbols as macros, `code` as \\texttt. The output is pure ASCII,
-so no Unicode error is possible in any document that \\inputs it."""
+so no Unicode error is possible in any document that \\inputs it, and one line, so no name can
+end a paragraph inside a caption, heading or cell. Every study-derived name that reaches a
+report's LaTeX (arms, tables, models, templates, the study's) goes through `escape`, and a
+cross-reference through `label`."""
 
 from __future__ import annotations
 
@@ -75,9 +78,18 @@ def _char(ch: str) -> str:
     return base or "?"
 
 
+#: A line break with the blanks around it: a blank line is a paragraph break, an error inside a
+#: caption, a heading or an `l` cell, so text is set on one line (TeX reads a break as a space).
+_BREAK = re.compile(r"[ \t]*[\n\r\f\v][\s]*")
+#: ASCII control characters: TeX refuses them ("invalid character"), and escape uses \x00-\x02.
+_CONTROL = re.compile(r"[\x00-\x08\x0e-\x1f\x7f]")
+
+
 def escape(text: str) -> str:
-    """Plain Unicode text as ASCII LaTeX for text mode. `code` becomes \\texttt{code} and a
-    'quoted' word gets an opening quote; adjacent math groups are merged ($a$$b$ -> $ab$)."""
+    """Plain Unicode text as ASCII LaTeX for text mode, on one line. `code` becomes
+    \\texttt{code} and a 'quoted' word gets an opening quote; adjacent math groups are merged
+    ($a$$b$ -> $ab$); a control character is shown as '?'."""
+    text = _CONTROL.sub("?", _BREAK.sub(" ", text))
     parts = re.split(r"`([^`]*)`", text)  # odd indexes: code spans
     out = []
     for i, part in enumerate(parts):
@@ -87,3 +99,9 @@ def escape(text: str) -> str:
         body = body.replace("\x00", "`").replace("\x01", "``").replace("\x02", "''")
         out.append(f"\\texttt{{{body}}}" if i % 2 else body)
     return re.sub(r"(?<!\\)\$\$", "", "".join(out))
+
+
+def label(name: str) -> str:
+    """`name` as the key of a \\label / \\ref: letters, digits and `_ : . -` pass (a key is
+    never typeset); anything else, which could end the argument or start a comment, is `-`."""
+    return re.sub(r"[^A-Za-z0-9_:.\-]", "-", name)

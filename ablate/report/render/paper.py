@@ -96,9 +96,16 @@ def _closing(tables: list[Table], shown: set[str]) -> str:
         parts.append(f"All {n:,} planned trials finished: none diverged, saturated or failed.")
     others = [t for t in tables if t.name not in shown and t.name != "headline" and t.rows]
     if others:
-        named = "; ".join(f"{t.title} (\\texttt{{tables/{t.name}.tex}})" for t in others)
+        named = "; ".join(_file_ref(t) for t in others)
         parts.append(f"The report's further tables, each a file that compiles on its own: {named}.")
     return "\n\n".join(parts)
+
+
+def _file_ref(table: Table) -> str:
+    """'Title (tables/name.tex)', both escaped: table names hold `_` (took_effect,
+    robustness_recipes, ...), which outside math mode stops pdflatex ("Missing $ inserted")."""
+    path = latex.escape(f"tables/{table.name}.tex")
+    return f"{latex.escape(table.title)} (\\texttt{{{path}}})"
 
 
 def paper_tex(tables: list[Table]) -> str:
@@ -121,5 +128,5 @@ def paper_tex(tables: list[Table]) -> str:
 def _latex_refs(shown: list[Table]) -> list[str]:
     if not shown:
         return []
-    refs = ", ".join(f"\\ref{{tab:{t.name}}}" for t in shown)
+    refs = ", ".join(f"\\ref{{tab:{latex.label(t.name)}}}" for t in shown)
     return [f"Tables {refs} give the arms, the verdicts in full and what they rest on."]
