@@ -13,9 +13,13 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from ablate.base.checkout import mount_presets
 from ablate.base.errors import AblateError, ConfigError, StudyError
 from ablate.factors.algorithms import Algorithm
-from ablate.factors.presets import baseline, baseline_names
+
+mount_presets()  # `baselines/` as ablate.baselines in a checkout run uninstalled (PYTHONPATH=.)
+
+from ablate.baselines import baseline, baseline_names  # noqa: E402
 
 if TYPE_CHECKING:  # for type checkers and IDEs; at run time they load lazily (__getattr__)
     from ablate.factors.finding import Finding

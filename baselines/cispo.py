@@ -24,7 +24,7 @@ repetition detection (§3.2)."""
 
 import dataclasses
 
-from baselines.dapo import ALGORITHM as DAPO
+from ablate.baselines.dapo import ALGORITHM as DAPO
 
 ALGORITHM = dataclasses.replace(
     DAPO,  # §3.1: GRPO advantages, DAPO's token-level loss, dynamic sampling and length

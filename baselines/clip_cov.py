@@ -16,7 +16,7 @@ back."""
 
 import dataclasses
 
-from baselines.grpo import ALGORITHM as GRPO
+from ablate.baselines.grpo import ALGORITHM as GRPO
 
 ALGORITHM = dataclasses.replace(
     GRPO,  # scripts: adv_estimator=grpo (group-std advantages)

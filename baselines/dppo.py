@@ -13,7 +13,7 @@ loss), 8,192-token responses and Qwen3-30B-A3B."""
 
 import dataclasses
 
-from baselines.grpo import ALGORITHM as GRPO
+from ablate.baselines.grpo import ALGORITHM as GRPO
 
 ALGORITHM = dataclasses.replace(
     GRPO,  # script: algorithm.adv_estimator=grpo (group mean baseline)

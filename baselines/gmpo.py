@@ -15,7 +15,7 @@ several optimizer steps per rollout, which was not traced through oat; like
 
 import dataclasses
 
-from baselines.grpo import ALGORITHM as GRPO
+from ablate.baselines.grpo import ALGORITHM as GRPO
 
 ALGORITHM = dataclasses.replace(
     GRPO,  # script: --critic_type grpo (group-std advantages), one sequence mean of losses

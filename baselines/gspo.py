@@ -2,7 +2,7 @@
 
 import dataclasses
 
-from baselines.grpo import ALGORITHM as GRPO
+from ablate.baselines.grpo import ALGORITHM as GRPO
 
 ALGORITHM = dataclasses.replace(
     GRPO,

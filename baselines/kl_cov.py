@@ -17,7 +17,7 @@ actor.yaml (the code falls back to 1.0 only when the config value is None); the 
 
 import dataclasses
 
-from baselines.grpo import ALGORITHM as GRPO
+from ablate.baselines.grpo import ALGORITHM as GRPO
 
 ALGORITHM = dataclasses.replace(
     GRPO,  # scripts: adv_estimator=grpo (group-std advantages)

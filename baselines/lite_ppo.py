@@ -11,7 +11,7 @@ reproduction (TRL's reading of the paper, not checked in the paper's text)."""
 
 import dataclasses
 
-from baselines.grpo import ALGORITHM as GRPO
+from ablate.baselines.grpo import ALGORITHM as GRPO
 
 ALGORITHM = dataclasses.replace(
     GRPO,  # vanilla PPO clip (0.2 both sides), group-mean baseline, no critic

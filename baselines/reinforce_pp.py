@@ -17,7 +17,7 @@ penalty in the reward)."""
 
 import dataclasses
 
-from baselines.grpo import ALGORITHM as GRPO
+from ablate.baselines.grpo import ALGORITHM as GRPO
 
 ALGORITHM = dataclasses.replace(
     GRPO,  # Eq. 6: baseline = group mean reward; Eq. 1: PPO clip ε 0.2, per-sequence token mean

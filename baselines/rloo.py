@@ -11,7 +11,7 @@ reward as β · Σ_t (log π_old - log π_ref) per completion: ablate's k1 in th
 
 import dataclasses
 
-from baselines.grpo import ALGORITHM as GRPO
+from ablate.baselines.grpo import ALGORITHM as GRPO
 
 ALGORITHM = dataclasses.replace(
     GRPO,

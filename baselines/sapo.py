@@ -13,7 +13,7 @@ SAPO whatever `loss_agg_mode` says): GRPO's aggregation, so it is inherited; it 
 
 import dataclasses
 
-from baselines.grpo import ALGORITHM as GRPO
+from ablate.baselines.grpo import ALGORITHM as GRPO
 
 ALGORITHM = dataclasses.replace(
     GRPO,  # GRPO's group-std advantages and per-sequence token mean (Eq. 5)

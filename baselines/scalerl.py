@@ -19,7 +19,7 @@ and lr 5e-7 (§A.3)."""
 
 import dataclasses
 
-from baselines.grpo import ALGORITHM as GRPO
+from ablate.baselines.grpo import ALGORITHM as GRPO
 
 ALGORITHM = dataclasses.replace(
     GRPO,  # §2: Â_i = r_i - mean(group); token-level IS ratios

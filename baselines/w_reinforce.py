@@ -14,7 +14,7 @@ batch sizes (no effect on the loss), Qwen2.5-Math-7B and 3,072-token responses."
 
 import dataclasses
 
-from baselines.grpo import ALGORITHM as GRPO
+from ablate.baselines.grpo import ALGORITHM as GRPO
 
 ALGORITHM = dataclasses.replace(
     GRPO,

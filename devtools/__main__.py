@@ -56,7 +56,7 @@ TOOLS: dict[str, Tool] = {
     ),
     "architecture": Tool(
         "devtools.architecture",
-        "the package's floors: import circles, imports that reach up, modules over 400 lines",
+        "the package's floors: module and package circles, imports that reach up, long modules",
     ),
     "kernel-matrix": Tool(
         "devtools.kernel_matrix",

@@ -1,21 +1,29 @@
 """The package's layout, checked: every module of `ablate` in a floor package, imports only
 downward (module level, inside functions and under `if TYPE_CHECKING:` alike), no import
-circles, no module over the line cap. `python -m devtools architecture` prints the report; the
+circles between modules nor between packages (whatever floor they share), no module over the
+line cap. The developer tools (`devtools/`) are checked for circles the same way. `python -m
+devtools architecture` prints the report (`--packages`: the package graph, arrow by arrow); the
 test suite asserts it (tests/test_architecture.py).
 
 Floors, bottom up: a floor is a list of package prefixes, and a module may import its own floor
 and those below. The tree shows them as folders:
 0 `ablate/base/`: records, errors, the registry, seeding, locks, durable writes; `base/store/`,
   the results-store port (tracker and store protocols, the run table, the tag vocabulary)
-1 `ablate/factors/` (the factor space, its registries, presets, trial specs) and `ablate/peers/`
-2 pieces: `ablate/tasks/` (+ templates), `ablate/models/` (+ the fused decoder), `ablate/rollout/`
-3 `ablate/stages/`: sampling loop, forward passes, shaping, estimators, update, compute, checkpoint
-4 `ablate/trial/`: the trainer (setup / step / loop), evaluation, the Pass@k sweep, elicitation
-5 `ablate/tracking/`: the results stores behind the port, by URL scheme (MLflow, files), and
-  the SQL lease table
-6 `ablate/study/` (studies, preflight, runner, leases, workers, tuning, phases), `ablate/launch/`
-7 `ablate/report/`
-8 edges: `ablate/commands/` (the CLI), `ablate/testing/`, and the package's own `__init__`
+1 `ablate/factors/`: the factor space, its registries, trial specs
+2 `ablate/peers/`: other frameworks' spelling of the factors; `ablate/tasks/` (+ templates)
+3 what a trial picks by name: `ablate.baselines`, the presets (the repository's `baselines/`,
+  installed inside the package), and `ablate/models/`: names, recipes, loading, the fused
+  decoder
+4 `ablate/rollout/`: the engines (they run the models' fused decoder) and `sample_and_verify`
+5 `ablate/stages/`: sampling loop, forward passes, shaping, estimators, update, compute,
+  checkpoint; `ablate/zoo/`: building and measuring the zoo's models (with the engine)
+6 `ablate/trial/`: the trainer (setup / step / loop), evaluation, the Pass@k sweep, elicitation
+7 `ablate/tracking/`: the results stores behind the port, by URL scheme (MLflow, files), and
+  the SQL lease table; `ablate/launch/`: launchers by name, the `Launch` record, their options
+8 `ablate/study/` (studies, preflight, runner, leases, workers, the Slurm launcher, tuning,
+  phases)
+9 `ablate/report/`
+10 edges: `ablate/commands/` (the CLI), `ablate/testing/`, and the package's own `__init__`
 """
 
 from __future__ import annotations
@@ -23,18 +31,21 @@ from __future__ import annotations
 import ast
 import collections
 import sys
+import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
 #: Each floor's package prefixes, bottom up; a module's floor is that of its longest prefix.
 FLOORS: tuple[tuple[str, ...], ...] = (
     ("ablate.base",),
-    ("ablate.factors", "ablate.peers"),
-    ("ablate.tasks", "ablate.models", "ablate.rollout"),
-    ("ablate.stages",),
+    ("ablate.factors",),
+    ("ablate.peers", "ablate.tasks"),
+    ("ablate.baselines", "ablate.models"),
+    ("ablate.rollout",),
+    ("ablate.stages", "ablate.zoo"),
     ("ablate.trial",),
-    ("ablate.tracking",),
-    ("ablate.study", "ablate.launch"),
+    ("ablate.tracking", "ablate.launch"),
+    ("ablate.study",),
     ("ablate.report",),
     ("ablate.commands", "ablate.testing", "ablate"),  # "ablate": the package's __init__ only
 )
@@ -53,12 +64,25 @@ class Edge:
     kind: str  # "module" | "function" | "type"
 
 
-def module_names(root: Path) -> dict[str, Path]:
+def module_names(root: Path, package: str = "ablate") -> dict[str, Path]:
+    """Dotted module name -> file, for every module of `package` (a folder of `root`) and of
+    its subpackages installed from folders elsewhere (pyproject's setuptools package-dir:
+    `ablate.baselines` from `baselines/`)."""
     out = {}
-    for path in sorted((root / "ablate").rglob("*.py")):
-        name = ".".join(path.relative_to(root).with_suffix("").parts)
-        out[name.removesuffix(".__init__")] = path
+    for prefix, folder in {package: root / package, **_mapped(root, package)}.items():
+        for path in sorted(folder.rglob("*.py")):
+            name = ".".join((prefix, *path.relative_to(folder).with_suffix("").parts))
+            out[name.removesuffix(".__init__")] = path
     return out
+
+
+def _mapped(root: Path, package: str) -> dict[str, Path]:
+    try:
+        config = tomllib.loads((root / "pyproject.toml").read_text())
+    except FileNotFoundError:
+        return {}
+    folders = config.get("tool", {}).get("setuptools", {}).get("package-dir", {})
+    return {name: root / f for name, f in folders.items() if name.startswith(package + ".")}
 
 
 def _type_checking(test: ast.expr) -> bool:
@@ -67,9 +91,9 @@ def _type_checking(test: ast.expr) -> bool:
     )
 
 
-def import_edges(root: Path) -> list[Edge]:
-    """Every import of one ablate module by another, with where and how it is made."""
-    modules = module_names(root)
+def import_edges(root: Path, package: str = "ablate") -> list[Edge]:
+    """Every import of one module of `package` by another, with where and how it is made."""
+    modules = module_names(root, package)
     edges: list[Edge] = []
     for name, path in modules.items():
         edges += _ModuleImports(name, path, modules).edges()
@@ -82,6 +106,7 @@ class _ModuleImports:
     def __init__(self, name: str, path: Path, modules: dict[str, Path]) -> None:
         self.name, self.path, self.modules = name, path, modules
         self.package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        self.top = name.partition(".")[0]
         self.found: list[Edge] = []
 
     def edges(self) -> list[Edge]:
@@ -121,7 +146,7 @@ class _ModuleImports:
     def _visit_one(self, node: ast.AST, kind: str) -> None:
         if isinstance(node, ast.Import | ast.ImportFrom):
             for target in self._targets(node):
-                found = self._resolve(target) if target.startswith("ablate") else None
+                found = self._resolve(target) if target.split(".")[0] == self.top else None
                 if found and found != self.name:
                     self.found.append(Edge(self.name, found, node.lineno, kind))
         self._visit(node, kind)
@@ -212,62 +237,40 @@ def circles(modules: list[str], edges: list[Edge]) -> list[list[str]]:
     return found
 
 
-#: The stages of one RL step in pipeline order, by the modules that implement them.
-STAGES = (
-    ("sample", ("ablate.stages.batch", "ablate.rollout", "ablate.tasks", "ablate.tasks.templates")),
-    ("forward", ("ablate.stages.forward",)),
-    ("shape", ("ablate.stages.shaping",)),
-    (
-        "estimate",
-        ("ablate.factors.estimators", "ablate.factors.critic", "ablate.factors.advantages"),
-    ),
-    ("update", ("ablate.stages.update", "ablate.factors.objective", "ablate.factors.surrogates")),
-    ("account", ("ablate.stages.compute",)),
-    ("log", ("ablate.stages.diagnostics",)),
-)
+def package_of(module: str) -> str:
+    """A module's package in the package graph: `ablate.<name>` (a floor package), or
+    `devtools.<name>` (a tool module or subpackage); the top package's `__init__` is its own."""
+    return ".".join(module.split(".")[:2])
 
 
-def stage_of(module: str) -> int | None:
-    for index, (_, prefixes) in enumerate(STAGES):
-        if any(module == p or module.startswith(p + ".") for p in prefixes):
-            return index
-    return None
+def package_arrows(edges: list[Edge]) -> dict[tuple[str, str], int]:
+    """(importing package, imported package) -> how many imports (of every kind) draw that
+    arrow; imports inside one package draw none."""
+    pairs = ((package_of(e.source), package_of(e.target)) for e in edges)
+    return dict(sorted(collections.Counter(p for p in pairs if p[0] != p[1]).items()))
 
 
-def step_calls(run_step, step_module: str) -> list[tuple[str, str]]:
-    """(module, function) of every ablate call the step's own module makes while `run_step()`
-    runs, in order (records, the step's own helpers and setup properties included)."""
-    calls: list[tuple[str, str]] = []
-
-    def profile(frame, event, arg):
-        caller = frame.f_back
-        if event != "call" or caller is None:
-            return
-        if caller.f_globals.get("__name__") != step_module:
-            return
-        callee = frame.f_globals.get("__name__", "")
-        if callee.startswith("ablate") and callee != step_module:
-            calls.append((callee, frame.f_code.co_name))
-
-    sys.setprofile(profile)
-    try:
-        run_step()
-    finally:
-        sys.setprofile(None)
-    return calls
+def package_circles(edges: list[Edge]) -> list[list[str]]:
+    """Strongly connected components of more than one package: packages that import each
+    other, through any modules and on any floors (a shared floor allows sideways imports)."""
+    arrows = package_arrows(edges)
+    packages = sorted({p for arrow in arrows for p in arrow})
+    return circles(packages, [Edge(s, t, 0, "module") for s, t in arrows])
 
 
-def climbs_back(calls: list[tuple[str, str]]) -> list[str]:
-    """The calls into a stage earlier than one the step had already reached."""
-    reached, out = -1, []
-    for module, function in calls:
-        stage = stage_of(module)
-        if stage is None:
-            continue  # records, setup: data, not a stage
-        if stage < reached:
-            out.append(f"{module}.{function} ({STAGES[stage][0]} after {STAGES[reached][0]})")
-        reached = max(reached, stage)
-    return out
+def package_graph(edges: list[Edge]) -> list[str]:
+    """The package graph as lines `source -> target  count` (+ `down`, `across floor n` or `UP`
+    between floor packages)."""
+    return [
+        f"{source} -> {target}  {count}{_direction(floor_of(source), floor_of(target))}"
+        for (source, target), count in package_arrows(edges).items()
+    ]
+
+
+def _direction(source: int | None, target: int | None) -> str:
+    if source is None or target is None:
+        return ""
+    return "  down" if target < source else "  UP" if target > source else f"  across {source}"
 
 
 def report(root: Path) -> list[str]:
@@ -283,12 +286,18 @@ def report(root: Path) -> list[str]:
     found = circles(modules, edges)
     lines.append(f"import circles: {len(found)}")
     lines += ["  " + " <-> ".join(c) for c in found]
+    found = package_circles(edges)
+    lines.append(f"package circles: {len(found)} ({len(package_arrows(edges))} package arrows)")
+    lines += ["  " + " <-> ".join(c) for c in found]
     up = sorted(set(upward(edges)), key=lambda e: (e.source, e.line, e.target))
     lines.append(f"imports that reach up a floor: {len(up)}")
     lines += [f"  {e.source}:{e.line} -> {e.target} ({e.kind})" for e in up]
     lines.append(f"modules on no floor: {unplaced(modules)}")
     lines.append(f"modules over {MAX_LINES} lines: {long_modules(root)}")
     lines.append(f"functions over {MAX_FUNCTION_LINES} lines: {long_functions(root)}")
+    tools, tool_edges = list(module_names(root, "devtools")), import_edges(root, "devtools")
+    found = circles(tools, tool_edges) + package_circles(tool_edges)
+    lines.append(f"devtools: {len(tools)} modules, import circles (modules, packages): {found}")
     return lines
 
 
@@ -299,6 +308,10 @@ def main(argv: list[str] | None = None) -> int:
         prog="python -m devtools architecture", description=__doc__.splitlines()[0]
     )
     parser.add_argument("--root", default=".", help="the repository root")
+    parser.add_argument(
+        "--packages", action="store_true", help="print the package graph, arrow by arrow, instead"
+    )
     args = parser.parse_args(argv)
-    print("\n".join(report(Path(args.root))))
+    root = Path(args.root)
+    print("\n".join(package_graph(import_edges(root)) if args.packages else report(root)))
     return 0

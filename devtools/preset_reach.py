@@ -14,8 +14,8 @@ import argparse
 import statistics
 import time
 
+from ablate.baselines import baseline, baseline_names
 from ablate.factors.eval_spec import EvalSpec
-from ablate.factors.presets import baseline, baseline_names
 from ablate.factors.spec import Budget, TrialSpec
 from ablate.tracking import MemoryTracker
 from ablate.trial import train

@@ -16,74 +16,14 @@ Prints one line per comparison and exits 1 if any differs by more than 1e-6.
 from __future__ import annotations
 
 import argparse
-import importlib
-import importlib.machinery
-import importlib.util
-import sys
 import types
-from unittest import mock
 
 import numpy as np
 import torch
 
-TOL = 1e-6
-STUBBED = ("ray", "codetiming", "pybind11", "flash_attn", "liger_kernel", "peft", "vllm")
-STUBBED += ("sglang", "wandb", "datasets", "pyarrow", "hydra", "torchdata", "megatron", "dill")
-STUBBED += ("tensordict",)
+from devtools.verl_common import AGGS, compare, import_verl, verl_config
+from devtools.verl_rollout_parity import check_corrections
 
-
-class _Stub(types.ModuleType):
-    def __getattr__(self, name):
-        if name.startswith("__"):
-            raise AttributeError(name)
-        return mock.MagicMock(name=f"{self.__name__}.{name}")
-
-
-class _StubFinder:
-    def find_spec(self, name, path=None, target=None):
-        if name.split(".")[0] in STUBBED:
-            return importlib.machinery.ModuleSpec(name, self, is_package=True)
-        return None
-
-    def create_module(self, spec):
-        module = _Stub(spec.name)
-        module.__path__ = []
-        return module
-
-    def exec_module(self, module):
-        return None
-
-
-def _import_verl():
-    """verl's core_algos and actor config module, with the modules they never call stubbed; a
-    ConfigError saying how to get verl when it is not on the path.
-
-    The stubs stay installed for the rest of the process (core_algos may import them late), so
-    they go in only once verl is known to be there: a failed check leaves the process as it was
-    (stubbed `datasets` or `pyarrow` would break anything else it runs)."""
-    from ablate.base.errors import ConfigError
-
-    hint = "see `python -m devtools verl-parity --help` for the three commands that unpack it"
-    if importlib.util.find_spec("verl") is None:
-        raise ConfigError(f"verl-parity needs verl 0.9.1 on PYTHONPATH; {hint}")
-    finder = _StubFinder()
-    sys.meta_path.insert(0, finder)
-    try:
-        core_algos = importlib.import_module("verl.trainer.ppo.core_algos")
-        actor = importlib.import_module("verl.workers.config.actor")
-    except ImportError as exc:
-        sys.meta_path.remove(finder)
-        raise ConfigError(f"verl-parity could not import verl ({exc}); {hint}") from None
-    return core_algos, actor
-
-
-AGGS = {  # ablate loss_agg -> verl loss_agg_mode
-    "token_mean": "token-mean",
-    "seq_mean_token_mean": "seq-mean-token-mean",
-    "seq_mean_token_sum": "seq-mean-token-sum",
-    "seq_mean_token_sum_norm": "seq-mean-token-sum-norm",
-    "token_sum": "token-sum",
-}
 SURROGATES = {  # ablate surrogate -> (verl loss_mode, ablate fields, verl policy_loss fields)
     "clip": ("vanilla", {"clip_high": 0.28}, {}),
     "cispo": ("cispo", {"clip_low": 1.0, "clip_high": 4.0}, {}),
@@ -119,29 +59,6 @@ def _batch(seed: int, b: int = 8, t: int = 12):
     return logp, old, mask, adv
 
 
-def _verl_config(actor, loss_mode: str, verl_fields: dict, algo, **extra):
-    return actor.ActorConfig(
-        **extra,
-        strategy="fsdp",
-        rollout_n=1,
-        ppo_micro_batch_size_per_gpu=1,
-        clip_ratio=0.2,
-        clip_ratio_low=algo.clip_low,
-        clip_ratio_high=algo.clip_high,
-        tau_pos=algo.sapo_tau_pos,
-        tau_neg=algo.sapo_tau_neg,
-        policy_loss=actor.PolicyLossConfig(loss_mode=loss_mode, **verl_fields),
-        global_batch_info={},
-    )
-
-
-def _compare(name: str, a: torch.Tensor, b: torch.Tensor) -> bool:
-    err = float((a - b).abs().max())
-    ok = err <= TOL
-    print(f"{'ok  ' if ok else 'FAIL'} {name:58s} max|diff| = {err:.2e}")
-    return ok
-
-
 def check_losses(verl, actor, seed: int) -> bool:
     from ablate.factors.algorithms import Algorithm
     from ablate.factors.objective import policy_loss
@@ -154,7 +71,7 @@ def check_losses(verl, actor, seed: int) -> bool:
             t = mask.shape[1]
             norm = t if agg == "seq_mean_token_sum_norm" else None
             algo = Algorithm(surrogate=surrogate, loss_agg=agg, loss_norm_constant=norm, **fields)
-            cfg = _verl_config(actor, mode, verl_fields, algo)
+            cfg = verl_config(actor, mode, verl_fields, algo)
             ours_x = logp.clone().requires_grad_(True)
             torch.manual_seed(seed)  # Clip-Cov's random pick: the same draw for both
             ours, stats = policy_loss(
@@ -169,8 +86,8 @@ def check_losses(verl, actor, seed: int) -> bool:
             theirs, _ = verl.get_policy_loss_fn(mode)(old, theirs_x, adv_tok, mask, AGGS[agg], cfg)
             theirs.backward()
             label = f"seed {seed} {surrogate} × {agg}"
-            ok &= _compare(label + " value", ours.detach(), theirs.detach())
-            ok &= _compare(label + " grad", ours_x.grad, theirs_x.grad)
+            ok &= compare(label + " value", ours.detach(), theirs.detach())
+            ok &= compare(label + " grad", ours_x.grad, theirs_x.grad)
     return ok
 
 
@@ -187,7 +104,7 @@ def check_trust_regions(verl, actor, seed: int) -> bool:
             logp = logp.clamp(max=-1e-3)  # probabilities below 1: the binary KL takes log(1 - π)
             norm = mask.shape[1] if agg == "seq_mean_token_sum_norm" else None
             algo = Algorithm(trust_region=region, loss_agg=agg, loss_norm_constant=norm, **fields)
-            cfg = _verl_config(actor, mode, {}, algo, clip_ratio_c=algo.ratio_cap)
+            cfg = verl_config(actor, mode, {}, algo, clip_ratio_c=algo.ratio_cap)
             ours_x = logp.clone().requires_grad_(True)
             ours, stats = policy_loss(ours_x, old, adv, mask, algo)
             ours.backward()
@@ -198,8 +115,8 @@ def check_trust_regions(verl, actor, seed: int) -> bool:
             theirs, _ = verl.get_policy_loss_fn(mode)(old, theirs_x, adv_tok, mask, AGGS[agg], cfg)
             theirs.backward()
             label = f"seed {seed} trust_region {region} × {agg}"
-            ok &= _compare(label + " value", ours.detach(), theirs.detach())
-            ok &= _compare(label + " grad", ours_x.grad, theirs_x.grad)
+            ok &= compare(label + " value", ours.detach(), theirs.detach())
+            ok &= compare(label + " grad", ours_x.grad, theirs_x.grad)
     return ok
 
 
@@ -238,7 +155,7 @@ def check_advantages(verl, seed: int) -> bool:
     for name, (fields, fn, extra) in cases.items():
         ours = group_advantages(scores, size, Algorithm(**fields), lengths=mask.sum(-1))
         theirs, _ = fn(token_rewards.clone(), mask, **extra)
-        ok &= _compare(f"seed {seed} advantages {name}", ours.unsqueeze(-1) * mask, theirs)
+        ok &= compare(f"seed {seed} advantages {name}", ours.unsqueeze(-1) * mask, theirs)
     return ok
 
 
@@ -248,9 +165,7 @@ def main(argv: list[str] | None = None) -> int:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     ).parse_args(argv)
-    from devtools.verl_rollout_parity import check_corrections  # it imports this module
-
-    verl, actor = _import_verl()
+    verl, actor = import_verl()
     results = [
         check_losses(verl, actor, s)
         & check_trust_regions(verl, actor, s)

@@ -14,7 +14,7 @@ import importlib
 
 import torch
 
-from devtools.verl_parity import AGGS, _compare, _verl_config
+from devtools.verl_common import AGGS, compare, verl_config
 
 #: ablate correction -> (its fields, verl's compute_rollout_correction_and_rejection_mask args)
 CASES = {
@@ -97,12 +97,12 @@ def check_corrections(verl, actor, seed: int) -> bool:
         assert bool((bound & (mask > 0)).any()) and bool((~bound & (mask > 0)).any()), name
         label = f"seed {seed} rollout_correction {name}"
         if w_ours is not None:
-            ok &= _compare(label + " weights", w_ours, w_theirs)
-        ok &= _compare(label + " loss mask", keep_ours, keep_theirs)
+            ok &= compare(label + " weights", w_ours, w_theirs)
+        ok &= compare(label + " loss mask", keep_ours, keep_theirs)
         for agg in AGGS:
             norm = mask.shape[1] if agg == "seq_mean_token_sum_norm" else None
             algo = Algorithm(loss_agg=agg, loss_norm_constant=norm, clip_high=0.28)
-            cfg = _verl_config(actor, "vanilla", {}, algo)
+            cfg = verl_config(actor, "vanilla", {}, algo)
             ours_x = logp.clone().requires_grad_(True)
             ours, _ = policy_loss(ours_x, old, adv, keep_ours, algo, is_weights=w_ours)
             ours.backward()
@@ -112,6 +112,6 @@ def check_corrections(verl, actor, seed: int) -> bool:
                 old, theirs_x, adv_tok, keep_theirs, AGGS[agg], cfg, rollout_is_weights=w_theirs
             )
             theirs.backward()
-            ok &= _compare(f"{label} × {agg} value", ours.detach(), theirs.detach())
-            ok &= _compare(f"{label} × {agg} grad", ours_x.grad, theirs_x.grad)
+            ok &= compare(f"{label} × {agg} value", ours.detach(), theirs.detach())
+            ok &= compare(f"{label} × {agg} grad", ours_x.grad, theirs_x.grad)
     return ok

@@ -9,9 +9,9 @@ import pytest
 
 from ablate import arm
 from ablate.base.errors import ConfigError
+from ablate.baselines import baseline
 from ablate.commands.cli import main
 from ablate.factors.algorithms import Algorithm
-from ablate.factors.presets import baseline
 from ablate.peers import export_config
 from ablate.peers.aliases import ALIASES, FACTOR_FIELDS, alias_algorithm, aliases
 

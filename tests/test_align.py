@@ -7,13 +7,13 @@ import dataclasses
 import pytest
 
 from ablate.models import load_model, zoo_path
-from ablate.models.align import build_aligned, own_correct_answers
 from ablate.models.catalog import RECIPES
 from ablate.models.recipe import AlignSpec, PassKMeasure
 from ablate.models.store import SHIPPED_DIR, read_meta, weights_sha256
 from ablate.tasks import get_task
 from ablate.tasks.templates import TRAINING_TEMPLATE, get_template
 from ablate.testing import zoo_model_built
+from ablate.zoo.align import build_aligned, own_correct_answers
 
 pytestmark = pytest.mark.skipif(not zoo_model_built("rl_ready"), reason="zoo not available")
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from ablate.base.errors import ConfigError, StudyError
-from ablate.factors.presets import baseline
+from ablate.baselines import baseline
 from ablate.report.render.configuration import config_table
 from ablate.study import Budget, Study, arm, preflight
 from ablate.testing import study_data

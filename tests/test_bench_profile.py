@@ -8,8 +8,8 @@ from types import SimpleNamespace
 import pytest
 
 from devtools.bench.options import SECTIONS
+from devtools.bench.phases import PHASES
 from devtools.bench.profile import section_profile
-from devtools.profile_step import PHASES
 
 
 @pytest.fixture(scope="module")

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 
+from ablate.baselines import baseline
 from ablate.factors import confounds
-from ablate.factors.presets import baseline
 
 GRPO = baseline("grpo")
 

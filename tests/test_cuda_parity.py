@@ -47,7 +47,7 @@ def test_fast_llama_and_the_packed_update_on_cuda_match_the_cpu(size):
 def test_a_trial_on_auto_puts_policy_reference_and_critic_on_cuda():
     import dataclasses
 
-    from ablate.factors.presets import baseline
+    from ablate.baselines import baseline
     from ablate.factors.spec import TrialSpec
     from ablate.testing import ScriptedEngine, cycle_script
     from ablate.trial.setup import setup_trial

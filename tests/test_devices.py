@@ -12,8 +12,8 @@ import torch
 
 from ablate.base import devices
 from ablate.base.errors import ConfigError
+from ablate.baselines import baseline
 from ablate.factors.eval_spec import EvalSpec
-from ablate.factors.presets import baseline
 from ablate.factors.spec import Budget, TrialSpec
 
 

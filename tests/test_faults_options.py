@@ -135,7 +135,7 @@ def test_every_sbatch_line_the_launcher_writes_is_refused_as_an_extra_key(tmp_pa
     parameters: an option the launcher starts writing later fails this test."""
     from submitit.slurm.slurm import SlurmExecutor, _make_sbatch_string
 
-    from ablate.launch.slurm import _executor
+    from ablate.study.slurm import _executor
 
     # submitit refuses to build a Slurm executor where `srun` is not on PATH; this test only
     # writes the script (nothing is submitted), so it must not depend on Slurm being installed.

@@ -29,8 +29,8 @@ import pytest
 import torch
 
 import ablate
+from ablate.baselines import baseline_names
 from ablate.factors.eval_spec import EvalSpec
-from ablate.factors.presets import baseline_names
 from ablate.factors.spec import Budget, TrialSpec
 from ablate.testing import zoo_model_built
 from ablate.tracking import MemoryTracker

@@ -18,11 +18,11 @@ from ablate import tracking
 from ablate.base.errors import ConfigError
 from ablate.commands.cli import main
 from ablate.launch.options import Launch, resolve
-from ablate.launch.slurm import array_launcher, run_array_task, submit, wait
 from ablate.launch.slurm_options import SlurmOptions
 from ablate.study import load_study
 from ablate.study.identity import identified_trials
 from ablate.study.runner import run_study
+from ablate.study.slurm import array_launcher, run_array_task, submit, wait
 from ablate.testing import exactly_once_problems, study_ledger, zoo_model_built
 
 pytestmark = [
@@ -235,7 +235,7 @@ def test_slurms_code_loads_on_the_first_lookup_of_its_name_and_submitit_at_submi
     ones by name, and a lookup imports the module that registers one (never submitit)."""
     code = (
         "import sys; import ablate.commands.cli; "
-        "loaded = lambda: [m for m in ('ablate.launch.slurm', 'submitit') if m in sys.modules]; "
+        "loaded = lambda: [m for m in ('ablate.study.slurm', 'submitit') if m in sys.modules]; "
         "before = loaded(); from ablate.launch.registry import launcher_entry; "
         "entry = launcher_entry('slurm'); print(before, loaded(), entry.options.__name__)"
     )
@@ -243,7 +243,7 @@ def test_slurms_code_loads_on_the_first_lookup_of_its_name_and_submitit_at_submi
     out = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=root
     )
-    assert out.stdout.strip() == "[] ['ablate.launch.slurm'] SlurmOptions"
+    assert out.stdout.strip() == "[] ['ablate.study.slurm'] SlurmOptions"
 
 
 def test_run_help_lists_the_registered_launchers(capsys, monkeypatch):

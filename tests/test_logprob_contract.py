@@ -15,7 +15,7 @@ import torch
 
 from ablate.base.errors import ConfigError
 from ablate.base.records import SamplingParams
-from ablate.factors.presets import baseline
+from ablate.baselines import baseline
 from ablate.factors.spec import Budget, TrialSpec
 from ablate.rollout.hf import HFEngine
 from ablate.stages.forward import completion_outputs, model_inputs

@@ -69,7 +69,7 @@ def test_reward_floor_maps_zero_one_rewards_onto_floor_one():
 def test_w_reinforce_advantages_are_the_authors():
     # RLVR-Decomposed's "weighted" advantage from 0/1 scores: λ for a correct sample, 0 - 1 for a
     # wrong one (no baseline, no std), here with λ = 0.1
-    from ablate.factors.presets import baseline
+    from ablate.baselines import baseline
 
     algo = baseline("w_reinforce")
     scores = torch.tensor([1.0, 0.0, 0.0, 0.0, 1.0, 1.0, 1.0, 1.0])

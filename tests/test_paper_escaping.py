@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from ablate.base.errors import StudyError
-from ablate.factors.presets import baseline
+from ablate.baselines import baseline
 from ablate.report.data.table import Table
 from ablate.report.render import latex_text, paper
 from ablate.report.render.latex_text import escape, label

@@ -12,10 +12,10 @@ from typing import get_args, get_type_hints
 import pytest
 
 from ablate.base.errors import ConfigError
+from ablate.baselines import baseline, baseline_names
 from ablate.commands.cli import main
 from ablate.factors.algorithms import Algorithm
 from ablate.factors.objective import FACTORS
-from ablate.factors.presets import baseline, baseline_names
 from ablate.factors.surrogates import SURROGATES
 from ablate.peers import PEERS, PeerBudget, export_config, matrix_rows
 from ablate.peers.export import hydra_value

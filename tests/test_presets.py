@@ -134,7 +134,7 @@ def test_ppo_preset_matches_trl_defaults_and_switches_to_group_cleanly():
 def test_every_preset_value_carries_a_citation(name):
     import importlib
 
-    module = importlib.import_module(f"baselines.{name}")
+    module = importlib.import_module(f"ablate.baselines.{name}")
     source = inspect.getsource(module)
     lines = source.splitlines()
     call = next(n for n in ast.walk(ast.parse(source)) if isinstance(n, ast.Call) and n.keywords)

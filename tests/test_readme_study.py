@@ -98,7 +98,7 @@ def test_checking_algorithms_and_studies_loads_no_torch():
     README's study file are checked without torch (`ablate presets`, `ablate show` and loading a
     study stay fast): the factor registries import it at their first tensor operation."""
     code = (
-        "import sys, ablate; from ablate.factors.presets import baseline, baseline_names; "
+        "import sys, ablate; from ablate.baselines import baseline, baseline_names; "
         "[baseline(n) for n in baseline_names()]; "
         "ablate.Algorithm(surrogate='sapo', sapo_tau_pos=2.0, scale='batch_std'); "
         "from ablate.study import load_study; load_study('studies/quickstart.py'); "

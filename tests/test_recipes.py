@@ -9,8 +9,8 @@ import pandas as pd
 import pytest
 
 from ablate import EvalSpec, Study, StudyError, arm
+from ablate.baselines import baseline
 from ablate.factors.eval_spec import Recipes
-from ablate.factors.presets import baseline
 from ablate.report.render import budget, robustness
 from ablate.testing.studies import study_data
 

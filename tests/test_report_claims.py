@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from ablate.factors.presets import baseline
+from ablate.baselines import baseline
 from ablate.report.claims import analytic, arms, rules, tutorial
 from ablate.report.data.load import StudyData
 from ablate.report.stats import inference

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from ablate.factors.presets import baseline
+from ablate.baselines import baseline
 from ablate.report.claims import sentences
 from ablate.report.data import numbers
 from ablate.report.render import forest, headline

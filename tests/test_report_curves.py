@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 from matplotlib.colors import to_hex
 
+from ablate.baselines import baseline
 from ablate.factors.eval_spec import CurveSpec
-from ablate.factors.presets import baseline
 from ablate.report.curves import analysis, compare, section
 from ablate.report.render import figures, formats
 from ablate.report.render.palette import study_styles

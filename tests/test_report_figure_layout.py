@@ -9,7 +9,7 @@ import dataclasses
 
 import pytest
 
-from ablate.factors.presets import baseline
+from ablate.baselines import baseline
 from ablate.report.render import figures, forest, layout_check, selection, trajectories
 from ablate.testing import study_data
 

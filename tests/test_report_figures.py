@@ -13,8 +13,8 @@ import pytest
 from scipy import stats as sps
 
 from ablate.base.errors import ConfigError
+from ablate.baselines import baseline
 from ablate.factors.eval_spec import CurveSpec
-from ablate.factors.presets import baseline
 from ablate.report.render import forest, multiples, palette, paper, selection
 from ablate.report.render.tables import build_tables
 from ablate.report.stats import contrasts as cx

@@ -12,8 +12,8 @@ import re
 
 import pytest
 
+from ablate.baselines import baseline
 from ablate.factors.eval_spec import EvalSpec
-from ablate.factors.presets import baseline
 from ablate.factors.spec import Budget, Optim
 from ablate.report.claims import sentences
 from ablate.report.data import numbers

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from ablate.factors.presets import baseline
+from ablate.baselines import baseline
 from ablate.report.data.table import Table
 from ablate.report.render import formats, latex, paper
 from ablate.report.render.tables import build_tables

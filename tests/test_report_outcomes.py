@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from ablate.factors.presets import baseline
+from ablate.baselines import baseline
 from ablate.report.render import formats
 from ablate.report.render.secondary import has_lost_trials, outcomes_table, survivors_table
 from ablate.report.stats import outcomes as oc

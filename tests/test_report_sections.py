@@ -16,7 +16,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from ablate.factors.presets import baseline
+from ablate.baselines import baseline
 from ablate.report.data.table import Table, TableSpec
 from ablate.report.render import build, figures, sections, tables, writers
 from ablate.report.render import paper as paper_tables

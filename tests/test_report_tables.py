@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from ablate.factors.presets import baseline
+from ablate.baselines import baseline
 from ablate.report.claims import sentences as fd
 from ablate.report.render import configuration, formats, headline, survival
 from ablate.report.render.tables import build_tables

@@ -9,7 +9,7 @@ import dataclasses
 import numpy as np
 import pytest
 
-from ablate.factors.presets import baseline
+from ablate.baselines import baseline
 from ablate.report.claims import sentences as fd
 from ablate.report.render import budget, build, headline, opening
 from ablate.report.stats import contrasts as cx

@@ -146,7 +146,7 @@ def test_tune_only_needs_a_tuned_study_and_no_sequential_design():
 
 
 def _report_data(tune: TuneSpec | None, tuning: pd.DataFrame):
-    from ablate.factors.presets import baseline
+    from ablate.baselines import baseline
     from ablate.testing.studies import study_data
 
     algos = {"grpo": baseline("grpo"), "dr_grpo": baseline("dr_grpo")}

@@ -109,7 +109,7 @@ def test_attention_precision_is_stated_per_platform():
 
 
 def test_a_vllm_trial_with_a_temperature_vllm_refuses_fails_at_construction():
-    from ablate.factors.presets import baseline
+    from ablate.baselines import baseline
 
     with pytest.raises(ConfigError, match=r"budget\.temperature=3\.0"):
         TrialSpec(

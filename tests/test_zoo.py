@@ -13,7 +13,6 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 from ablate.base.errors import ConfigError
 from ablate.commands.cli import main
 from ablate.models import (
-    build,
     catalog,
     load_model,
     model_location,
@@ -22,7 +21,6 @@ from ablate.models import (
     weights_hash,
     zoo_path,
 )
-from ablate.models.build import BuildResult, build_recipe, check_recipe, pick_rungs
 from ablate.models.catalog import LADDER_RUNGS, RECIPES, get_recipe, recipe_of
 from ablate.models.pretrain import build_model, train_steps
 from ablate.models.recipe import Band, ModelSize, PassKMeasure, PretrainSpec, Rung, ZooRecipe
@@ -30,6 +28,8 @@ from ablate.models.store import SHIPPED_DIR, cache_dir, read_meta, weights_sha25
 from ablate.models.tokenizer import build_char_tokenizer
 from ablate.tasks import get_task, synthetic_charset
 from ablate.tasks.templates import MILD_VARIANT, STRONG_VARIANT, TRAINING_TEMPLATE, get_template
+from ablate.zoo import build
+from ablate.zoo.build import BuildResult, build_recipe, check_recipe, pick_rungs
 
 RUNG_ORDER = ("hopeless", "mid", "rl_ready", "saturated")
 EVAL_TEMPLATES = (TRAINING_TEMPLATE, MILD_VARIANT, STRONG_VARIANT)

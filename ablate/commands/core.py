@@ -16,7 +16,7 @@ def presets() -> None:
     from rich.console import Console
     from rich.table import Table
 
-    from ablate.factors.presets import baseline, baseline_names
+    from ablate.baselines import baseline, baseline_names
 
     grpo = baseline("grpo")
     table = Table(title="presets (differences from grpo)")
@@ -33,8 +33,8 @@ def show(name: str = typer.Argument(..., help="preset name, e.g. dapo")) -> None
     from rich.console import Console
     from rich.table import Table
 
+    from ablate.baselines import baseline
     from ablate.factors.algorithms import field_docs
-    from ablate.factors.presets import baseline
 
     algo = baseline(name)
     docs = field_docs()
@@ -89,9 +89,9 @@ def _ensure_zoo(models, console) -> None:
         except ConfigError:
             if is_shipped(name):
                 raise  # a shipped name means the shipped weights: a local build never stands in
-            from ablate.models.build import build_recipe
             from ablate.models.catalog import recipe_of
             from ablate.models.store import cache_dir
+            from ablate.zoo.build import build_recipe
 
             recipe = recipe_of(name)
             console.print(f"building zoo recipe {recipe.name!r} for {name!r} (minutes, once)")

@@ -65,8 +65,8 @@ def export(
     import dataclasses
 
     from ablate.base.errors import ConfigError
+    from ablate.baselines import baseline
     from ablate.commands.train import _parse_overrides
-    from ablate.factors.presets import baseline
     from ablate.peers import PeerBudget, export_config, render
 
     try:

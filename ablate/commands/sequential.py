@@ -8,7 +8,7 @@ runner keeps no state of its own: the report shows the very decisions taken here
 whose remaining seeds would lower its standard error by less than 5% (its arm × problem term
 dominates: `report.stats.information`) gets its final analysis at that look and no more seeds;
 its line says so and recommends more eval problems or samples instead. This lives with the
-commands because the runner (floor 6) must not import the report (floor 7).
+commands because the runner (floor 8) must not import the report (floor 9).
 """
 
 from __future__ import annotations

@@ -24,8 +24,8 @@ def status(
     from rich.table import Table
 
     from ablate import tracking
-    from ablate.launch.array import latest_submission, trial_states
     from ablate.study.identity import identified_trials
+    from ablate.study.slurm_array import latest_submission, trial_states
     from ablate.study.store_failures import read_errors
     from ablate.study.study import load_study
 

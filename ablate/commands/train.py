@@ -78,9 +78,9 @@ def _trial_spec(algo, model, task, template, seed, steps, lr, eval_every, eval_p
     import dataclasses
 
     from ablate.base.errors import ConfigError
+    from ablate.baselines import baseline
     from ablate.factors.eval_spec import EvalSpec
     from ablate.factors.overrides import split_overrides
-    from ablate.factors.presets import baseline
     from ablate.factors.spec import Budget, Optim, TrialSpec
 
     changes = split_overrides(set_)

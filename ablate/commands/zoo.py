@@ -161,10 +161,10 @@ def build(
     """Pretrain a zoo recipe (see BUILD_HELP)."""
     from rich.console import Console
 
-    from ablate.models.build import build_recipe, check_recipe, compare_with
-    from ablate.models.build import environment_differences as env_diff
     from ablate.models.catalog import RECIPES, SHIPPED_RECIPES, recipe_of
     from ablate.models.store import SHIPPED_DIR, cache_dir
+    from ablate.zoo.build import build_recipe, check_recipe, compare_with
+    from ablate.zoo.build import environment_differences as env_diff
 
     recipe = RECIPES.get(name) or recipe_of(name)
     console = Console()

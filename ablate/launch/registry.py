@@ -24,9 +24,10 @@ from typing import Any
 from ablate.base.errors import ConfigError
 
 #: The shipped launchers -> the module that registers each. Named, not imported: those modules
-#: import this registry, and a launcher's code (Slurm's) loads only when its name is looked up,
-#: so `import ablate` and `ablate --help` do not pay for it.
-BUILT_IN = {"local": "ablate.launch.local", "slurm": "ablate.launch.slurm"}
+#: import this registry (Slurm's sits floors above, beside the runner it calls), and a
+#: launcher's code loads only when its name is looked up, so `import ablate` and `ablate --help`
+#: do not pay for it.
+BUILT_IN = {"local": "ablate.launch.local", "slurm": "ablate.study.slurm"}
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -1,4 +1,4 @@
-"""The options of launcher "slurm" (`ablate.launch.slurm`, which registers it): plain values a
+"""The options of launcher "slurm" (`ablate.study.slurm`, which registers it): plain values a
 study file imports without loading the launcher (`from ablate.study import SlurmOptions`),
 checked when they are built (`ablate.factors.fields`): a bad one is one `ConfigError` before
 anything is created or submitted."""

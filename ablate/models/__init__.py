@@ -2,7 +2,10 @@
 
 `load_model("rl_ready")` loads a zoo model (a ladder rung or a size); `load_model(path)` loads
 any local Hugging Face checkpoint folder. Both go through AutoModelForCausalLM /
-AutoTokenizer with the hub switched off, so nothing is ever downloaded."""
+AutoTokenizer with the hub switched off, so nothing is ever downloaded.
+
+Floor 3, below the rollout engines, which run the fused decoder (`fast_llama`, `decode_cache`);
+building a zoo model measures it with an engine, so the build is `ablate.zoo`, above them."""
 
 from __future__ import annotations
 

@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ablate.base.errors import ConfigError, StudyError, did_you_mean
+from ablate.baselines import baseline
 from ablate.factors.algorithms import RENAMED, Algorithm, renamed_field
-from ablate.factors.presets import baseline
 
 
 @dataclass(frozen=True, kw_only=True)

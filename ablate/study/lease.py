@@ -23,7 +23,7 @@ from collections.abc import Callable
 
 from ablate.base.store.leases import TTL, LeaseTable, owner_id, owner_is_dead
 
-# who holds a lease, as the runners read it (`ablate.launch` asks whether a holder is alive here)
+# who holds a lease, as the runners read it (`slurm_array` asks whether a holder is alive here)
 __all__ = ["SAFE", "TTL", "LeaseLost", "TrialLease", "owner_id", "owner_is_dead"]
 
 #: Fraction of TTL after the last renewal during which the holder still writes.

@@ -45,7 +45,7 @@ __all__ = [
 ]
 
 #: Runs the trials not yet FINISHED somewhere else (trials, store URI, results root, hooks) and
-#: returns their outcomes, or None when it only submitted them (`ablate.launch.slurm`).
+#: returns their outcomes, or None when it only submitted them (`ablate.study.slurm`).
 Launcher = Callable[[list[Trial], str, Path, RunHooks], "list[TrialOutcome] | None"]
 
 
@@ -69,7 +69,7 @@ def run_study(
     Any number of runners (and workers) may share the results folder: each trial is trained
     by one of them (`ablate.study.lease`), the others skip it. `select` (a sequential design's look)
     runs only the trials it accepts; the plan stays the whole study, and ids do not change.
-    `launch` runs the trials elsewhere instead (`ablate.launch.slurm`; None back: detached).
+    `launch` runs the trials elsewhere instead (`ablate.study.slurm`; None back: detached).
     `tune_only`: stop after the tuning phase (`ablate worker` and Slurm tasks read its
     `tuning.csv`); no trials, no outcomes."""
     from ablate.study.passk_phase import base_phases

@@ -1,4 +1,4 @@
-"""Floor 4: one trial. The trainer: `setup` (what a trial needs, built before any compute),
+"""Floor 6: one trial. The trainer: `setup` (what a trial needs, built before any compute),
 `step` (one RL step as typed stages) and `loop` (the trial from start or checkpoint to its
 budget); the held-out `evaluation`, the base-model `passk_sweep` and the best-elicited base
 (`elicitation`)."""

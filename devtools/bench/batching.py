@@ -258,7 +258,7 @@ def step_floor(steps: int, warmup: int) -> StepFloor:
     from torch.profiler import ProfilerActivity, profile
 
     from ablate.trial import rl_step
-    from devtools.profile_step import natural_model, stepper
+    from devtools.bench.phases import natural_model, stepper
 
     setup, state, stream = stepper(natural_model("0.53M"))
     walls = []

@@ -186,8 +186,8 @@ def throughput(engine, hf, model, tokenizer, shape: tuple[int, int], repeats: in
 def rl_run(loaded, make_engine: EngineFactory, engine_name: str, device: str, steps: int):
     """Per-step metrics of `steps` GRPO steps (no KL, off-policy correction on so that each
     step logs the engine's distance from the trainer) on `loaded` = (model, tokenizer)."""
+    from ablate import baseline
     from ablate.factors.eval_spec import EvalSpec
-    from ablate.factors.presets import baseline
     from ablate.factors.spec import Budget, Optim, TrialSpec
     from ablate.tracking import MemoryTracker
     from ablate.trial import train

@@ -133,9 +133,9 @@ def engine_part(ctx: Context, record: dict, checks: list[Check]) -> None:
 def grpo_trial(loaded, device: str, steps: int, record: dict, key: str):
     """GRPO steps (8 × 8, up to 80 tokens) on `device`; each step's seconds and loss appended to
     `record[key]` as it is logged. Returns the trial's result."""
+    from ablate import baseline
     from ablate.base.store.port import MemoryTracker
     from ablate.factors.eval_spec import EvalSpec
-    from ablate.factors.presets import baseline
     from ablate.factors.spec import Budget, Optim, TrialSpec
     from ablate.trial import train
 

@@ -1,6 +1,6 @@
 """The profile section of `python -m devtools bench`: where a natural-length step's time goes
 (the `natural` section's case: GRPO without KL, 8 prompts × G = 8, up to 80 new tokens ending at
-EOS), phase by phase, from `devtools.profile_step`'s timers around the step's own functions.
+EOS), phase by phase, from `devtools.bench.phases`' timers around the step's own functions.
 The shares show what to cut first: sampling (decode), scoring (the verifier), the policy's
 forward passes, backward, the optimiser, and the rest (Python, diagnostics, logging)."""
 
@@ -16,7 +16,7 @@ SECTION = "profile"
 def section_profile(bench: Any) -> list[Row]:
     """Per size: each phase's seconds per step (median over the timed steps, min–max) and its
     share of the step in the note."""
-    from devtools.profile_step import PHASES, phase_seconds
+    from devtools.bench.phases import PHASES, phase_seconds
 
     o, rows = bench.options, []
     for size in o.sizes:

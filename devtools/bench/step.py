@@ -114,7 +114,7 @@ class AblateStepper:
     demand. `tracker` is any `Tracker`; the suite passes a real MLflow run."""
 
     def __init__(self, case: StepCase, folder: Path, tracker: Any, seed: int = 0) -> None:
-        from ablate.factors.presets import baseline
+        from ablate import baseline
         from ablate.factors.spec import Budget, Optim, TrialSpec
         from ablate.models import load_model
         from ablate.stages.batch import PromptStream

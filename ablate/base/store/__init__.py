@@ -3,4 +3,4 @@ the report see of a store (`port.StudyStore`, `port.StudyRun`, `table.RunTable`)
 store may add to it (its own failures, `port.StoreFailures`; its leases' place, the lease port
 `leases`; a browser UI, `ui.HasUI`), the one tag vocabulary (`tags`) and what every adapter
 shares (`common`). The adapters behind the ports (MLflow, the file store, SQL leases) live in
-`ablate.tracking` (floor 5)."""
+`ablate.tracking` (floor 7)."""

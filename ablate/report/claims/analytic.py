@@ -5,8 +5,8 @@ apart from the empirical claims and never among their verdicts.
 
 from __future__ import annotations
 
+from ablate.baselines import baseline
 from ablate.factors.objective import AGGREGATIONS
-from ablate.factors.presets import baseline
 from ablate.report.claims.rules import FAILS, HOLDS, Claim
 from ablate.report.data.load import StudyData
 

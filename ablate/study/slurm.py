@@ -24,7 +24,10 @@ from pathlib import Path
 from typing import Any
 
 from ablate.base.errors import ConfigError
-from ablate.launch.array import (
+from ablate.launch.registry import LaunchRequest, register_launcher
+from ablate.launch.slurm_options import SlurmOptions
+from ablate.study.runner import Launcher, RunHooks, TrialOutcome
+from ablate.study.slurm_array import (
     outcome_of,
     record_job,
     slurm_folder,
@@ -32,9 +35,6 @@ from ablate.launch.array import (
     trial_states,
     write_submission,
 )
-from ablate.launch.registry import LaunchRequest, register_launcher
-from ablate.launch.slurm_options import SlurmOptions
-from ablate.study.runner import Launcher, RunHooks, TrialOutcome
 from ablate.study.study import Study, Trial
 
 #: Seconds between two looks at the results store and the queue while waiting.
@@ -53,7 +53,7 @@ def run_array_task(submission: str, trial_id: str) -> dict[str, Any]:
 def _requeued(submission: str, trial_id: str) -> Any:
     """submitit calls this on a timeout or preemption (SIGUSR2): requeue the same task, which
     resumes the trial from its last checkpoint."""
-    import submitit
+    import submitit  # noqa: PLC0415  (only when an array is submitted)
 
     return submitit.helpers.DelayedSubmission(run_array_task, submission, trial_id)
 
@@ -72,7 +72,7 @@ class Submission:
 
 
 def _executor(folder: Path, study: Study, options: SlurmOptions, cluster: str, n: int) -> Any:
-    import submitit
+    import submitit  # noqa: PLC0415  (only when an array is submitted)
 
     executor = submitit.AutoExecutor(
         folder=folder / "logs" / "%j",

@@ -14,10 +14,19 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+import torch
+import transformers
+
 from ablate.base.machine import cpu_model
 from ablate.models import store
-from ablate.models.built import BuildResult, BuiltModel, meta_for
+from ablate.models.pretrain import build_model, train_steps
 from ablate.models.recipe import Rung, ZooRecipe
+from ablate.models.tokenizer import build_char_tokenizer
+from ablate.tasks import get_task, synthetic_charset
+from ablate.tasks.templates import get_template
+from ablate.zoo.align import build_aligned
+from ablate.zoo.built import BuildResult, BuiltModel, meta_for
+from ablate.zoo.measure import measure_passk
 
 #: progress(step, total_steps, loss, measured_or_None) — the CLI draws it; None = silent.
 Progress = Callable[[int, int, float, dict | None], None]
@@ -40,8 +49,6 @@ def build_recipe(recipe: ZooRecipe, out_dir: Path, progress: Progress | None = N
 @contextmanager
 def recipe_threads(recipe: ZooRecipe) -> Iterator[None]:
     """Run under the recipe's torch intra-op thread count, restoring the caller's after."""
-    import torch
-
     threads = torch.get_num_threads()
     torch.set_num_threads(recipe.pretrain.threads)
     try:
@@ -54,9 +61,6 @@ def build_environment(recipe: ZooRecipe) -> dict[str, object]:
     """What besides the recipe decides the weights bit for bit: float kernels differ across
     torch/transformers versions and CPU instruction sets, and reductions across thread counts.
     Recorded in each zoo.json so a rebuild can say why it does not match."""
-    import torch
-    import transformers
-
     return {
         "torch": torch.__version__,
         "transformers": transformers.__version__,
@@ -69,15 +73,7 @@ def build_environment(recipe: ZooRecipe) -> dict[str, object]:
 
 def _build(recipe: ZooRecipe, scratch: Path, progress: Progress | None, env: dict) -> BuildResult:
     if recipe.align is not None:
-        from ablate.models.align import build_aligned
-
         return build_aligned(recipe, scratch, progress, env)
-    from ablate.models.measure import measure_passk
-    from ablate.models.pretrain import build_model, train_steps
-    from ablate.models.tokenizer import build_char_tokenizer
-    from ablate.tasks import get_task, synthetic_charset
-    from ablate.tasks.templates import get_template
-
     spec = recipe.pretrain
     task = get_task(spec.task, seed=spec.seed, **dict(spec.task_options))
     corpus_template = get_template(spec.template)

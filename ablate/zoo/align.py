@@ -13,14 +13,14 @@ import torch
 from ablate.base import seeding
 from ablate.base.records import SamplingParams
 from ablate.models import load_model, store
-from ablate.models.built import BuildResult, BuiltModel, meta_for
-from ablate.models.measure import measure_passk
 from ablate.models.pretrain import CorpusLine, encode_batch
 from ablate.models.recipe import AlignSpec, ZooRecipe
 from ablate.rollout.hf import HFEngine
 from ablate.rollout.sample import sample_and_verify
 from ablate.tasks import get_task
 from ablate.tasks.templates import get_template
+from ablate.zoo.built import BuildResult, BuiltModel, meta_for
+from ablate.zoo.measure import measure_passk
 
 
 def build_aligned(recipe: ZooRecipe, scratch: Path, progress, env: dict):
