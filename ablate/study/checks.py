@@ -26,9 +26,8 @@ from ablate.study.design_checks import (
     finding_problems,
     replicate_problems,
     staleness_problems,
-    tuning_warnings,
 )
-from ablate.study.resources import training_estimate
+from ablate.study.resources import training_estimate, tuning_estimate
 
 #: An `ablate.study.Study` (not imported: study imports this module).
 Study: TypeAlias = Any
@@ -82,7 +81,10 @@ def study_warnings(study: Study) -> list[str]:
     schedule or KL term they inherit from a preset without declaring it."""
 
     ref = study.arm(study.reference_arm)
-    out = eval_size_warnings(study) + control_warnings(study) + tuning_warnings(study)
+    out = eval_size_warnings(study) + control_warnings(study)
+    tuned = sum(a.replicate_of is None for a in study.arms)  # an A/A replicate is not tuned
+    if study.tune is not None and (absurd := tuning_estimate(study.budget, study.tune, tuned)):
+        out.append(absurd)
     if absurd := training_estimate(study.budget, len(study.cells())):
         out.append(absurd)
     for a in study.compared_arms:

@@ -1,7 +1,7 @@
 """The checks of a study's inference design, what the report will conclude from: the eval's sample
 of the task, A/A replicates and their seeds, the findings it declares, the equivalence margin,
 the primary family, sequential looks and the positive control; and what the trials' length
-makes of the arms and the tuning (a rollout staleness never reached, an absurd tuning time). Each
+makes of the arms (a rollout staleness never reached). Each
 returns readable problems (or warnings); `ablate.study.checks` runs them with the checks of the
 study's pieces.
 
@@ -177,25 +177,3 @@ def staleness_problems(study: Study) -> list[str]:
                 )
                 break
     return out
-
-
-def tuning_warnings(study: Study) -> list[str]:
-    """One line when the tuning phase implies an absurd time (over `ABSURD_SECONDS`), at the
-    CPU rate `ablate plan` prices a step with (as the budget's own check does)."""
-    from ablate.study.resources import ABSURD_SECONDS, STEP_SECONDS, STEP_TOKENS
-
-    tune, b = study.tune, study.budget
-    if tune is None:
-        return []
-    arms = sum(a.replicate_of is None for a in study.arms)
-    runs = arms * tune.runs_per_arm
-    tokens = b.prompts_per_step * b.group_size * b.max_new_tokens
-    seconds = runs * tune.steps * STEP_SECONDS * tokens / STEP_TOKENS
-    if seconds <= ABSURD_SECONDS:
-        return []
-    return [
-        f"tune: {runs:,} tuning runs ({arms} arm(s) × trials={tune.trials:,} × "
-        f"{len(tune.seeds)} seed(s)) of steps={tune.steps:,} imply about "
-        f"{seconds / (365.25 * 86400):,.0f} years of training at the measured CPU rate of "
-        f"{STEP_SECONDS} s per step of {STEP_TOKENS:,} tokens: check TuneSpec's steps and trials"
-    ]

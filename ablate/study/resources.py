@@ -15,7 +15,7 @@ import json
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from ablate.factors.spec import Budget
@@ -151,6 +151,27 @@ def _step_problems(budget, room: int, fixed: int, per_token: int, memory) -> lis
     ]
 
 
+def step_seconds(budget: Budget) -> float:
+    """One step of `budget` at the measured CPU rate: `STEP_SECONDS` per `STEP_TOKENS`."""
+    tokens = budget.prompts_per_step * budget.group_size * budget.max_new_tokens
+    return STEP_SECONDS * tokens / STEP_TOKENS
+
+
+def tuning_estimate(budget: Budget, tune: Any, arms: int) -> str | None:
+    """One line when the tuning phase (`arms` × its runs of `tune.steps` steps of `budget`)
+    implies an absurd time, at the rate the budget's own check uses; None otherwise."""
+    runs = arms * tune.runs_per_arm
+    seconds = runs * tune.steps * step_seconds(budget)
+    if seconds <= ABSURD_SECONDS:
+        return None
+    return (
+        f"tune: {runs:,} tuning runs ({arms} arm(s) × trials={tune.trials:,} × "
+        f"{len(tune.seeds)} seed(s)) of steps={tune.steps:,} imply about {_duration(seconds)} "
+        f"of training at the measured CPU rate of {STEP_SECONDS} s per step of "
+        f"{STEP_TOKENS:,} tokens: check TuneSpec's steps and trials"
+    )
+
+
 def training_estimate(budget: Budget, trials: int) -> str | None:
     """One line when the budget implies an absurd training time (over `ABSURD_SECONDS` a
     trial), estimated at `STEP_SECONDS` per step scaled by its tokens: the CPU rate `ablate
@@ -159,7 +180,7 @@ def training_estimate(budget: Budget, trials: int) -> str | None:
     steps = budget.max_steps
     if budget.max_generated_tokens is not None:  # the trial stops at its token budget
         steps = min(steps, -(-budget.max_generated_tokens // tokens))
-    seconds = steps * STEP_SECONDS * tokens / STEP_TOKENS
+    seconds = steps * step_seconds(budget)
     if seconds <= ABSURD_SECONDS:
         return None
     return (
